@@ -1,0 +1,74 @@
+//! DeleteTopics (key 20), versions 1-6: by name (v1-5) or by name or id (v6); the partition
+//! directories are removed.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::DeleteTopics,
+    min: 1,
+    max: 6,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: DeleteTopicsRequest = super::decode(&ctx, body)?;
+    let v = ctx.version;
+    let wanted: Vec<(Option<String>, uuid::Uuid)> = if v >= 6 {
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
+            .collect()
+    };
+    let mut resp = DeleteTopicsResponse::default();
+    for (name, id) in wanted {
+        let mut r = DeletableTopicResult::default();
+        let by_id = name.is_none();
+        let topic = match &name {
+            Some(n) => b.controller.topic(n),
+            None => b.controller.topic_by_id(&id),
+        };
+        r.name = name.clone().map(|n| TopicName(StrBytes::from_string(n)));
+        if v >= 6 {
+            r.topic_id = id;
+        }
+        match topic {
+            None => {
+                r.error_code = if by_id {
+                    ResponseError::UnknownTopicId.code()
+                } else {
+                    ResponseError::UnknownTopicOrPartition.code()
+                };
+            }
+            Some(t) => {
+                if v >= 6 {
+                    r.topic_id = t.id;
+                    r.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
+                }
+                if let Err(e) = b.controller.delete_topic(&t.name).await {
+                    r.error_code = super::errors::topic_error_code(&e);
+                    if v >= 5 {
+                        r.error_message =
+                            super::errors::topic_error_message(&e).map(StrBytes::from_string);
+                    }
+                }
+            }
+        }
+        resp.responses.push(r);
+    }
+    super::respond(&ctx, &resp)
+}

@@ -1,0 +1,168 @@
+//! Metadata (key 3), versions 0-13.
+//!
+//! Lists this broker, the cluster id and controller, and the requested topics (all topics for
+//! a null list, or an empty list in v0), with partition leaders, leader epochs, replicas and
+//! ISR. Unknown topics are auto-created when `auto.create.topics.enable` and the request allow
+//! it (always allowed before v4). Topics can be asked for by id from v10 on.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::cluster::controller::{NewTopic, validate_topic_name};
+use crate::cluster::{TopicError, TopicInfo};
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::Metadata,
+    min: 0,
+    max: 13,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+fn topic_entry(t: &TopicInfo, version: i16) -> MetadataResponseTopic {
+    let mut e = MetadataResponseTopic::default();
+    e.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
+    if version >= 10 {
+        e.topic_id = t.id;
+    }
+    e.is_internal = t.internal;
+    e.partitions = t
+        .partitions
+        .iter()
+        .map(|p| {
+            let st = p.replica_state();
+            let mut pe = MetadataResponsePartition::default();
+            pe.partition_index = p.index;
+            pe.leader_id = BrokerId(st.leader);
+            if version >= 7 {
+                pe.leader_epoch = st.leader_epoch;
+            }
+            pe.replica_nodes = st.replicas.iter().map(|r| BrokerId(*r)).collect();
+            pe.isr_nodes = st.isr.iter().map(|r| BrokerId(*r)).collect();
+            pe
+        })
+        .collect();
+    e
+}
+
+fn error_entry(
+    name: Option<String>,
+    id: uuid::Uuid,
+    code: i16,
+    version: i16,
+) -> MetadataResponseTopic {
+    let mut e = MetadataResponseTopic::default();
+    e.error_code = code;
+    e.name = name.map(|n| TopicName(StrBytes::from_string(n)));
+    if version >= 10 {
+        e.topic_id = id;
+    }
+    e
+}
+
+/// Creates `name` with the broker defaults, as auto-creation does; a concurrent creation by
+/// someone else counts as success.
+pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
+    let rf = (b.config.default_replication_factor as usize).min(b.controller.live_brokers()) as i16;
+    match b
+        .controller
+        .create_topic(NewTopic {
+            name: name.to_string(),
+            num_partitions: b.config.num_partitions,
+            replication_factor: rf,
+            configs: Default::default(),
+        })
+        .await
+    {
+        Ok(t) => Ok(t),
+        Err(TopicError::AlreadyExists(_)) => {
+            b.controller.topic(name).ok_or(TopicError::UnknownTopic)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: MetadataRequest = super::decode(&ctx, body)?;
+    let v = ctx.version;
+    let mut resp = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(b.node_id());
+    broker.host = StrBytes::from_string(b.advertised.0.clone());
+    broker.port = b.advertised.1 as i32;
+    resp.brokers = vec![broker];
+    if v >= 2 {
+        resp.cluster_id = Some(StrBytes::from_string(b.controller.cluster_id.clone()));
+    }
+    if v >= 1 {
+        resp.controller_id = BrokerId(b.node_id());
+    }
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && v == 0,
+    };
+    if all {
+        resp.topics = b
+            .controller
+            .topics()
+            .iter()
+            .map(|t| topic_entry(t, v))
+            .collect();
+        return super::respond(&ctx, &resp);
+    }
+    let allow_create =
+        (v < 4 || req.allow_auto_topic_creation) && b.config.auto_create_topics_enable;
+    for rt in req.topics.unwrap_or_default() {
+        let entry = match rt.name {
+            Some(name) => {
+                let name = name.0.to_string();
+                if let Some(t) = b.controller.topic(&name) {
+                    topic_entry(&t, v)
+                } else if validate_topic_name(&name).is_err() {
+                    error_entry(
+                        Some(name),
+                        uuid::Uuid::nil(),
+                        ResponseError::InvalidTopicException.code(),
+                        v,
+                    )
+                } else if allow_create {
+                    match auto_create(&b, &name).await {
+                        Ok(t) => {
+                            // Kafka answers the creating request with LEADER_NOT_AVAILABLE;
+                            // here the leader exists at once, so the topic is returned ready.
+                            topic_entry(&t, v)
+                        }
+                        Err(e) => error_entry(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            super::errors::topic_error_code(&e),
+                            v,
+                        ),
+                    }
+                } else {
+                    error_entry(
+                        Some(name),
+                        uuid::Uuid::nil(),
+                        ResponseError::UnknownTopicOrPartition.code(),
+                        v,
+                    )
+                }
+            }
+            None => match b.controller.topic_by_id(&rt.topic_id) {
+                Some(t) => topic_entry(&t, v),
+                None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v),
+            },
+        };
+        resp.topics.push(entry);
+    }
+    super::respond(&ctx, &resp)
+}

@@ -1,0 +1,176 @@
+//! The Kafka APIs this broker serves: one module per API key, each declaring its version
+//! range next to its handler in a [`ApiSpec`]. [`APIS`] is the one list; dispatch and the
+//! ApiVersions response are both built from it.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, bail};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::broker::Broker;
+use crate::net::response::{FrameBuf, Response};
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod errors;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+pub mod wire;
+
+/// What a handler gets besides the broker and the request body.
+#[derive(Debug, Clone)]
+pub struct RequestCtx {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+}
+
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Option<Response>>> + Send>>;
+
+/// One API key: the versions served and the handler. `None` from a handler means no
+/// response is sent (Produce with acks=0).
+pub struct ApiSpec {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+    pub handle: fn(Arc<Broker>, RequestCtx, Bytes) -> HandlerFuture,
+}
+
+pub static APIS: &[ApiSpec] = &[
+    produce::SPEC,
+    fetch::SPEC,
+    list_offsets::SPEC,
+    metadata::SPEC,
+    api_versions::SPEC,
+    create_topics::SPEC,
+    delete_topics::SPEC,
+    describe_cluster::SPEC,
+];
+
+pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
+    APIS.iter().find(|s| s.key as i16 == key)
+}
+
+/// Decodes a request body. Decoding runs under `catch_unwind` as a second guard (the first is
+/// the allocator, see `alloc.rs`): a malformed body must close one connection, never the broker.
+pub fn decode<T: Decodable>(ctx: &RequestCtx, mut body: Bytes) -> Result<T> {
+    let version = ctx.version;
+    match std::panic::catch_unwind(AssertUnwindSafe(|| T::decode(&mut body, version))) {
+        Ok(r) => r.map_err(|e| anyhow!("malformed {:?} v{version} request: {e}", ctx.api_key)),
+        Err(_) => bail!(
+            "malformed {:?} v{version} request (decoder panicked)",
+            ctx.api_key
+        ),
+    }
+}
+
+/// Encodes a complete response frame: size, header (version chosen by the API), body.
+pub fn respond<T: Encodable>(ctx: &RequestCtx, body: &T) -> Result<Option<Response>> {
+    let mut frame = FrameBuf::new();
+    write_header(ctx, frame.buf())?;
+    body.encode(frame.buf(), ctx.version)?;
+    Ok(Some(frame.finish()))
+}
+
+/// Writes the response header for `ctx` into `buf`.
+pub fn write_header(ctx: &RequestCtx, buf: &mut bytes::BytesMut) -> Result<()> {
+    let header_version = ctx.api_key.response_header_version(ctx.version);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = ctx.correlation_id;
+    header.encode(buf, header_version)?;
+    Ok(())
+}
+
+/// A frame whose header has been parsed.
+pub enum Parsed {
+    /// A request for a served API at a served version; `body` follows the header.
+    Request {
+        spec: &'static ApiSpec,
+        ctx: RequestCtx,
+        body: Bytes,
+    },
+    /// ApiVersions above our range: answered in v0 with UNSUPPORTED_VERSION.
+    UnsupportedApiVersions { correlation_id: i32 },
+}
+
+/// Parses the request header. An error closes the connection, as Kafka does for a request
+/// it cannot parse, an unknown API key, or a version it does not serve.
+pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
+    if frame.len() < 8 {
+        bail!(
+            "frame of {} bytes is shorter than a request header",
+            frame.len()
+        );
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let Some(spec) = lookup(key) else {
+        bail!("unsupported API key {key}");
+    };
+    if version < spec.min || version > spec.max {
+        if spec.key == ApiKey::ApiVersions && version > spec.max {
+            return Ok(Parsed::UnsupportedApiVersions { correlation_id });
+        }
+        bail!(
+            "{:?} version {version} outside served range {}..={}",
+            spec.key,
+            spec.min,
+            spec.max
+        );
+    }
+    let header_version = spec.key.request_header_version(version);
+    let header: RequestHeader = {
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            RequestHeader::decode(&mut frame, header_version)
+        }));
+        match r {
+            Ok(Ok(h)) => h,
+            _ => bail!("malformed request header"),
+        }
+    };
+    let ctx = RequestCtx {
+        api_key: spec.key,
+        version,
+        correlation_id,
+        client_id: header.client_id.map(|s| s.to_string()),
+    };
+    Ok(Parsed::Request {
+        spec,
+        ctx,
+        body: frame,
+    })
+}
+
+/// Parses a frame and runs its handler.
+pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
+    match parse_frame(frame)? {
+        Parsed::UnsupportedApiVersions { correlation_id } => {
+            Ok(Some(api_versions::unsupported_version(correlation_id)))
+        }
+        Parsed::Request { spec, ctx, body } => (spec.handle)(broker.clone(), ctx, body).await,
+    }
+}
+
+/// Decodes any served request's body into its typed form under the same guards as the
+/// handlers use (for the fuzz target and tests; handlers decode their own type).
+pub fn decode_any(ctx: &RequestCtx, body: Bytes) -> Result<kafka_protocol::messages::RequestKind> {
+    let mut body = body;
+    let (key, version) = (ctx.api_key, ctx.version);
+    match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        kafka_protocol::messages::RequestKind::decode(key, &mut body, version)
+    })) {
+        Ok(r) => r.map_err(|e| anyhow!("malformed {key:?} v{version} request: {e}")),
+        Err(_) => bail!("malformed {key:?} v{version} request (decoder panicked)"),
+    }
+}

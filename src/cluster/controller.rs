@@ -1,0 +1,549 @@
+//! The controller of a cluster of one: owns the metadata image (topics, their ids, partition
+//! assignment, leader epochs, topic configs), persists it in `<first log dir>/sluice-metadata`
+//! (written beside and renamed into place), and opens each partition's log at start-up.
+//!
+//! Metadata changes (create, delete) go through one writer lock; readers take a cheap snapshot
+//! of the image. Later the image becomes the state machine of a Raft quorum.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use anyhow::{Context, Result, bail};
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use super::partition::{Partition, ReplicaState};
+use super::topic_config::{self, EffectiveTopicConfig};
+use crate::config::BrokerConfig;
+use crate::log::Log;
+
+const METADATA_FILE: &str = "sluice-metadata";
+const CLEAN_SHUTDOWN: &str = ".kafka_cleanshutdown";
+
+pub struct TopicInfo {
+    pub name: Arc<str>,
+    pub id: Uuid,
+    pub partitions: Vec<Arc<Partition>>,
+    pub configs: BTreeMap<String, String>,
+    pub effective: EffectiveTopicConfig,
+    pub internal: bool,
+}
+
+/// Why a topic operation failed; the API layer maps these to Kafka error codes.
+#[derive(Debug, Clone)]
+pub enum TopicError {
+    AlreadyExists(String),
+    InvalidTopic(String),
+    InvalidPartitions(String),
+    InvalidReplicationFactor(String),
+    InvalidConfig(String),
+    UnknownTopic,
+    Storage(String),
+}
+
+#[derive(Default)]
+struct Image {
+    by_name: HashMap<Arc<str>, Arc<TopicInfo>>,
+    by_id: HashMap<Uuid, Arc<TopicInfo>>,
+}
+
+pub struct Controller {
+    config: Arc<BrokerConfig>,
+    image: RwLock<Image>,
+    /// Serialises metadata changes (the single writer of the image and its file).
+    writer: tokio::sync::Mutex<()>,
+    pub cluster_id: String,
+}
+
+/// What a topic creation asks for, after defaults (-1) are resolved by the caller.
+pub struct NewTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > 249 {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+fn collision_key(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+impl Controller {
+    /// Loads the metadata and opens every partition log, recovering them after an unclean
+    /// shutdown.
+    pub fn open(config: Arc<BrokerConfig>) -> Result<Controller> {
+        let mut clean = true;
+        for dir in &config.log_dirs {
+            fs::create_dir_all(dir)
+                .with_context(|| format!("log.dirs: cannot create {}", dir.display()))?;
+            let marker = dir.join(CLEAN_SHUTDOWN);
+            if marker.exists() {
+                fs::remove_file(&marker)
+                    .with_context(|| format!("cannot remove {}", marker.display()))?;
+                sync_dir(dir)?;
+            } else {
+                clean = false;
+            }
+        }
+        let cluster_id = load_meta_properties(&config)?;
+        let ctl = Controller {
+            config: config.clone(),
+            image: RwLock::new(Image::default()),
+            writer: tokio::sync::Mutex::new(()),
+            cluster_id,
+        };
+        let stored = ctl.read_metadata_file()?;
+        let fresh_dirs = stored.is_empty();
+        if !clean && !fresh_dirs {
+            info!("unclean shutdown detected: recovering partition logs");
+        }
+        let mut image = Image::default();
+        for (name, id, partitions, configs) in stored {
+            let topic = ctl.open_topic(&name, id, partitions, configs, !clean)?;
+            image.by_id.insert(topic.id, topic.clone());
+            image.by_name.insert(topic.name.clone(), topic);
+        }
+        *ctl.image.write().unwrap() = image;
+        Ok(ctl)
+    }
+
+    fn metadata_path(&self) -> PathBuf {
+        self.config.log_dirs[0].join(METADATA_FILE)
+    }
+
+    /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
+    /// `config <TAB> key <TAB> value` lines for that topic.
+    #[allow(clippy::type_complexity)]
+    fn read_metadata_file(&self) -> Result<Vec<(String, Uuid, i32, BTreeMap<String, String>)>> {
+        let path = self.metadata_path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let mut out: Vec<(String, Uuid, i32, BTreeMap<String, String>)> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let f: Vec<&str> = line.split('\t').collect();
+            match f.as_slice() {
+                ["topic", name, id, parts] => out.push((
+                    name.to_string(),
+                    Uuid::parse_str(id)
+                        .with_context(|| format!("{}:{}: bad topic id", path.display(), n + 1))?,
+                    parts
+                        .parse()
+                        .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?,
+                    BTreeMap::new(),
+                )),
+                ["config", key, value] if !out.is_empty() => {
+                    out.last_mut()
+                        .unwrap()
+                        .3
+                        .insert(key.to_string(), value.to_string());
+                }
+                [""] => {}
+                _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
+            }
+        }
+        Ok(out)
+    }
+
+    fn write_metadata_file(&self, image: &Image) -> Result<()> {
+        let mut topics: Vec<&Arc<TopicInfo>> = image.by_name.values().collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut text = String::new();
+        for t in topics {
+            text.push_str(&format!(
+                "topic\t{}\t{}\t{}\n",
+                t.name,
+                t.id,
+                t.partitions.len()
+            ));
+            for (k, v) in &t.configs {
+                text.push_str(&format!("config\t{k}\t{v}\n"));
+            }
+        }
+        write_atomically(&self.metadata_path(), text.as_bytes())
+    }
+
+    /// Where a partition's directory is: an existing one in any log dir, else a new one in the
+    /// log dir holding the fewest partitions.
+    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        let name = format!("{topic}-{index}");
+        for d in &self.config.log_dirs {
+            let p = d.join(&name);
+            if p.is_dir() {
+                return p;
+            }
+        }
+        let least = self
+            .config
+            .log_dirs
+            .iter()
+            .min_by_key(|d| {
+                fs::read_dir(d)
+                    .map(|r| {
+                        r.filter_map(|e| e.ok())
+                            .filter(|e| e.path().is_dir())
+                            .count()
+                    })
+                    .unwrap_or(0)
+            })
+            .unwrap();
+        least.join(name)
+    }
+
+    fn open_topic(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        needs_recovery: bool,
+    ) -> Result<Arc<TopicInfo>> {
+        let effective = topic_config::effective(&self.config, &configs);
+        let name: Arc<str> = Arc::from(name);
+        let mut parts = Vec::with_capacity(partitions as usize);
+        let node = self.config.node_id;
+        for i in 0..partitions {
+            let dir = self.partition_dir(&name, i);
+            fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            write_partition_metadata(&dir, id)?;
+            let log = Log::open(&dir, effective.log.clone(), needs_recovery)
+                .with_context(|| format!("cannot open log {}", dir.display()))?;
+            let state = ReplicaState {
+                leader: node,
+                leader_epoch: 0,
+                replicas: vec![node],
+                isr: vec![node],
+            };
+            parts.push(Arc::new(Partition::new(
+                name.clone(),
+                i,
+                id,
+                node,
+                log,
+                state,
+            )));
+        }
+        Ok(Arc::new(TopicInfo {
+            internal: name.starts_with("__"),
+            name,
+            id,
+            partitions: parts,
+            configs,
+            effective,
+        }))
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        self.image.read().unwrap().by_name.get(name).cloned()
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<Arc<TopicInfo>> {
+        self.image.read().unwrap().by_id.get(id).cloned()
+    }
+
+    /// All topics, sorted by name.
+    pub fn topics(&self) -> Vec<Arc<TopicInfo>> {
+        let mut v: Vec<_> = self
+            .image
+            .read()
+            .unwrap()
+            .by_name
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub fn live_brokers(&self) -> usize {
+        1
+    }
+
+    /// Validates a creation request without changing anything.
+    pub fn validate_new_topic(&self, t: &NewTopic) -> Result<(), TopicError> {
+        validate_topic_name(&t.name).map_err(TopicError::InvalidTopic)?;
+        let image = self.image.read().unwrap();
+        if image.by_name.contains_key(t.name.as_str()) {
+            return Err(TopicError::AlreadyExists(format!(
+                "Topic '{}' already exists.",
+                t.name
+            )));
+        }
+        let key = collision_key(&t.name);
+        if let Some(other) = image.by_name.keys().find(|n| collision_key(n) == key) {
+            return Err(TopicError::InvalidTopic(format!(
+                "Topic '{}' collides with existing topic: {other}",
+                t.name
+            )));
+        }
+        drop(image);
+        if t.num_partitions < 1 {
+            return Err(TopicError::InvalidPartitions(
+                "Number of partitions must be larger than 0.".into(),
+            ));
+        }
+        if t.replication_factor < 1 {
+            return Err(TopicError::InvalidReplicationFactor(
+                "Replication factor must be larger than 0.".into(),
+            ));
+        }
+        let live = self.live_brokers();
+        if t.replication_factor as usize > live {
+            return Err(TopicError::InvalidReplicationFactor(format!(
+                "Unable to replicate the partition {} time(s): The target replication factor of {} cannot be reached because only {} broker(s) are registered.",
+                t.replication_factor, t.replication_factor, live
+            )));
+        }
+        for (k, v) in &t.configs {
+            topic_config::validate(k, v).map_err(TopicError::InvalidConfig)?;
+        }
+        Ok(())
+    }
+
+    /// Creates a topic: validates, opens its partition logs, persists the metadata.
+    pub async fn create_topic(&self, t: NewTopic) -> Result<Arc<TopicInfo>, TopicError> {
+        let _w = self.writer.lock().await;
+        self.validate_new_topic(&t)?;
+        let id = loop {
+            let id = Uuid::new_v4();
+            // Kafka reserves the zero id and ids whose base64 starts with '-'.
+            if !id.is_nil() && id.as_bytes()[0] & 0xfc != 0xf8 {
+                break id;
+            }
+        };
+        let topic = self
+            .open_topic(&t.name, id, t.num_partitions, t.configs, false)
+            .map_err(|e| TopicError::Storage(format!("{e:#}")))?;
+        let mut image = self.image.write().unwrap();
+        image.by_id.insert(id, topic.clone());
+        image.by_name.insert(topic.name.clone(), topic.clone());
+        if let Err(e) = self.write_metadata_file(&image) {
+            image.by_id.remove(&id);
+            image.by_name.remove(&topic.name);
+            drop(image);
+            for p in &topic.partitions {
+                let _ = p.delete();
+            }
+            return Err(TopicError::Storage(format!("{e:#}")));
+        }
+        info!(topic = %topic.name, partitions = topic.partitions.len(), "created topic");
+        Ok(topic)
+    }
+
+    /// Deletes a topic and its files.
+    pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
+        let _w = self.writer.lock().await;
+        let topic = {
+            let mut image = self.image.write().unwrap();
+            let topic = image.by_name.remove(name).ok_or(TopicError::UnknownTopic)?;
+            image.by_id.remove(&topic.id);
+            if let Err(e) = self.write_metadata_file(&image) {
+                image.by_id.insert(topic.id, topic.clone());
+                image.by_name.insert(topic.name.clone(), topic);
+                return Err(TopicError::Storage(format!("{e:#}")));
+            }
+            topic
+        };
+        let t = topic.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            for p in &t.partitions {
+                if let Err(e) = p.delete() {
+                    warn!(topic = %t.name, partition = p.index, "cannot delete log: {e:#}");
+                }
+            }
+        })
+        .await;
+        info!(topic = %name, "deleted topic");
+        Ok(topic)
+    }
+
+    /// Applies retention to every partition.
+    pub fn apply_retention(&self, now_ms: i64) {
+        for t in self.topics() {
+            for p in &t.partitions {
+                match p.apply_retention(now_ms) {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        info!(topic = %t.name, partition = p.index, "retention deleted {n} segment(s)")
+                    }
+                    Err(e) => {
+                        warn!(topic = %t.name, partition = p.index, "retention failed: {e:#}")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Flushes and closes every log, then marks each log dir as cleanly shut down.
+    pub fn shutdown(&self) -> Result<()> {
+        let mut ok = true;
+        for t in self.topics() {
+            for p in &t.partitions {
+                if let Err(e) = p.close() {
+                    warn!(topic = %t.name, partition = p.index, "close failed: {e:#}");
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            for dir in &self.config.log_dirs {
+                let marker = dir.join(CLEAN_SHUTDOWN);
+                fs::File::create(&marker)
+                    .and_then(|f| f.sync_all())
+                    .with_context(|| format!("cannot write {}", marker.display()))?;
+                sync_dir(dir)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's `partition.metadata`: the topic id, so a directory is tied to one incarnation.
+fn write_partition_metadata(dir: &Path, id: Uuid) -> Result<()> {
+    let path = dir.join("partition.metadata");
+    let text = format!("version: 0\ntopic_id: {}\n", kafka_base64(id.as_bytes()));
+    if fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+        return Ok(());
+    }
+    write_atomically(&path, text.as_bytes())
+}
+
+/// Reads or creates `meta.properties` in every log dir; all must name the same cluster and
+/// this node. Returns the cluster id.
+fn load_meta_properties(config: &BrokerConfig) -> Result<String> {
+    let mut cluster_id: Option<String> = None;
+    for dir in &config.log_dirs {
+        let path = dir.join("meta.properties");
+        if let Ok(text) = fs::read_to_string(&path) {
+            let props = crate::config::parse_properties(&text)?;
+            let get = |k: &str| {
+                props
+                    .iter()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, v)| v.clone())
+            };
+            if let Some(node) = get("node.id")
+                && node != config.node_id.to_string()
+            {
+                bail!(
+                    "node.id: {} holds data of node {node}, but node.id is {}",
+                    dir.display(),
+                    config.node_id
+                );
+            }
+            match (get("cluster.id"), &cluster_id) {
+                (Some(c), Some(prev)) if &c != prev => {
+                    bail!(
+                        "log.dirs: {} belongs to cluster {c}, not {prev}",
+                        dir.display()
+                    )
+                }
+                (Some(c), None) => cluster_id = Some(c),
+                _ => {}
+            }
+        }
+    }
+    let cluster_id = cluster_id.unwrap_or_else(|| kafka_base64(Uuid::new_v4().as_bytes()));
+    for dir in &config.log_dirs {
+        let path = dir.join("meta.properties");
+        if !path.exists() {
+            let text = format!(
+                "#\n#Written by sluice\nversion=1\ncluster.id={cluster_id}\nnode.id={}\ndirectory.id={}\n",
+                config.node_id,
+                kafka_base64(Uuid::new_v4().as_bytes())
+            );
+            write_atomically(&path, text.as_bytes())?;
+        }
+    }
+    Ok(cluster_id)
+}
+
+/// Kafka prints ids as URL-safe base64 without padding.
+pub fn kafka_base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Writes `path` by writing a temporary file beside it, syncing it, renaming it into place and
+/// syncing the directory, so a crash leaves either the old or the new contents.
+pub fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f =
+            fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync directory {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_kafka() {
+        // Kafka's Uuid.toString of all-zero bytes is "AAAAAAAAAAAAAAAAAAAAAA".
+        assert_eq!(kafka_base64(&[0u8; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(kafka_base64(&[0xfb, 0xff, 0xbf]), "-_-_");
+    }
+
+    #[test]
+    fn topic_names() {
+        assert!(validate_topic_name("ok.topic_1-x").is_ok());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name("..").is_err());
+        assert!(validate_topic_name("bad name").is_err());
+        assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+}

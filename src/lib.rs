@@ -1,0 +1,16 @@
+//! Sluice: a Kafka-compatible message broker.
+//!
+//! Module map (see docs/architecture.md): `net` (listeners, framing, response writing),
+//! `api` (one module per Kafka API key), `cluster` (controller, partitions, ISR), `log`
+//! (segment store, protocol-agnostic), `config`, `broker` (ties the owners together).
+
+pub mod alloc;
+pub mod api;
+pub mod broker;
+pub mod cluster;
+pub mod config;
+pub mod log;
+pub mod net;
+
+#[global_allocator]
+static GLOBAL: alloc::GuardedAlloc = alloc::GuardedAlloc;

@@ -1,0 +1,775 @@
+//! Record batch (magic v2) headers: parsing, validation and in-place patching,
+//! plus record-level decoding of `(offset, timestamp)` for timestamp lookups.
+//!
+//! Header layout (61 bytes, big-endian):
+//! ```text
+//!  0 baseOffset i64        8 batchLength i32     12 partitionLeaderEpoch i32
+//! 16 magic i8             17 crc u32 (CRC-32C of bytes 21..end)
+//! 21 attributes i16       23 lastOffsetDelta i32 27 baseTimestamp i64
+//! 35 maxTimestamp i64     43 producerId i64      51 producerEpoch i16
+//! 53 baseSequence i32     57 recordCount i32     61 records...
+//! ```
+
+use super::compression::{self, Compression};
+
+/// Size of the fixed v2 batch header.
+pub const HEADER_SIZE: usize = 61;
+/// baseOffset + batchLength: bytes not counted by batchLength.
+pub const LOG_OVERHEAD: usize = 12;
+/// The only supported on-disk format.
+pub const MAGIC_V2: i8 = 2;
+/// Upper bound on the decompressed records section decoded by [`decode_records`].
+pub const MAX_DECOMPRESSED_BYTES: usize = 256 << 20;
+
+const PARTITION_LEADER_EPOCH_OFF: usize = 12;
+const MAGIC_OFF: usize = 16;
+const CRC_OFF: usize = 17;
+const ATTRIBUTES_OFF: usize = 21;
+const LAST_OFFSET_DELTA_OFF: usize = 23;
+const BASE_TIMESTAMP_OFF: usize = 27;
+const MAX_TIMESTAMP_OFF: usize = 35;
+const PRODUCER_ID_OFF: usize = 43;
+const PRODUCER_EPOCH_OFF: usize = 51;
+const BASE_SEQUENCE_OFF: usize = 53;
+const RECORD_COUNT_OFF: usize = 57;
+
+pub const COMPRESSION_MASK: i16 = 0x07;
+pub const TIMESTAMP_TYPE_FLAG: i16 = 0x08;
+pub const TRANSACTIONAL_FLAG: i16 = 0x10;
+pub const CONTROL_FLAG: i16 = 0x20;
+
+/// A parsed batch header. `position` is where the batch starts in the buffer
+/// or file it was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub position: u64,
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+#[inline]
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+#[inline]
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+#[inline]
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+impl BatchHeader {
+    /// Parses the header at the start of `buf` without any validation.
+    /// Returns `None` when `buf` is shorter than [`HEADER_SIZE`].
+    pub fn parse(buf: &[u8], position: u64) -> Option<BatchHeader> {
+        if buf.len() < HEADER_SIZE {
+            return None;
+        }
+        Some(BatchHeader {
+            position,
+            base_offset: be_i64(buf, 0),
+            batch_length: be_i32(buf, 8),
+            partition_leader_epoch: be_i32(buf, PARTITION_LEADER_EPOCH_OFF),
+            magic: buf[MAGIC_OFF] as i8,
+            crc: be_i32(buf, CRC_OFF) as u32,
+            attributes: be_i16(buf, ATTRIBUTES_OFF),
+            last_offset_delta: be_i32(buf, LAST_OFFSET_DELTA_OFF),
+            base_timestamp: be_i64(buf, BASE_TIMESTAMP_OFF),
+            max_timestamp: be_i64(buf, MAX_TIMESTAMP_OFF),
+            producer_id: be_i64(buf, PRODUCER_ID_OFF),
+            producer_epoch: be_i16(buf, PRODUCER_EPOCH_OFF),
+            base_sequence: be_i32(buf, BASE_SEQUENCE_OFF),
+            record_count: be_i32(buf, RECORD_COUNT_OFF),
+        })
+    }
+
+    /// Bytes occupied by the whole batch (12 + batchLength).
+    #[inline]
+    pub fn total_size(&self) -> usize {
+        LOG_OVERHEAD + self.batch_length.max(0) as usize
+    }
+
+    #[inline]
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+
+    #[inline]
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+
+    /// Codec, or `None` for an unassigned codec id.
+    pub fn compression(&self) -> Option<Compression> {
+        Compression::from_attributes(self.attributes)
+    }
+
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & TIMESTAMP_TYPE_FLAG != 0
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG != 0
+    }
+}
+
+/// Why a batch was rejected. `position` is the batch's start in the buffer/file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// Bad CRC, impossible length, or the buffer ends mid-batch.
+    #[error("corrupt record batch at position {position}: {reason}")]
+    Corrupt { position: u64, reason: String },
+    /// One batch is larger than the allowed maximum.
+    #[error("record batch at position {position} is {size} bytes, more than the maximum {max}")]
+    TooLarge {
+        position: u64,
+        size: usize,
+        max: usize,
+    },
+    /// Magic byte other than 2.
+    #[error("unsupported record batch magic {magic} at position {position}")]
+    UnsupportedMagic { position: u64, magic: i8 },
+    /// Structurally sound and CRC-valid, but the contents are not acceptable.
+    #[error("invalid record batch at position {position}: {reason}")]
+    InvalidRecord { position: u64, reason: String },
+}
+
+impl BatchError {
+    fn corrupt(position: u64, reason: impl Into<String>) -> Self {
+        BatchError::Corrupt {
+            position,
+            reason: reason.into(),
+        }
+    }
+    fn invalid(position: u64, reason: impl Into<String>) -> Self {
+        BatchError::InvalidRecord {
+            position,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Parses and structurally checks a batch header.
+///
+/// `head` holds the first `min(HEADER_SIZE, available)` bytes of the batch and
+/// `available` is how many bytes exist from the batch start to the end of the
+/// buffer or file. Checks: enough bytes for the length field, magic == 2,
+/// batchLength covers at least the header, and the whole batch is present.
+/// The CRC is not checked (see [`verify_crc`]).
+pub fn parse_header_checked(
+    head: &[u8],
+    position: u64,
+    available: u64,
+) -> Result<BatchHeader, BatchError> {
+    if available < LOG_OVERHEAD as u64 || head.len() < LOG_OVERHEAD {
+        return Err(BatchError::corrupt(
+            position,
+            format!("truncated: only {available} bytes left"),
+        ));
+    }
+    if head.len() > MAGIC_OFF && head[MAGIC_OFF] as i8 != MAGIC_V2 {
+        return Err(BatchError::UnsupportedMagic {
+            position,
+            magic: head[MAGIC_OFF] as i8,
+        });
+    }
+    let batch_length = be_i32(head, 8);
+    if batch_length < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
+        return Err(BatchError::corrupt(
+            position,
+            format!("batch length {batch_length} is smaller than the batch header"),
+        ));
+    }
+    let total = LOG_OVERHEAD as u64 + batch_length as u64;
+    if total > available {
+        return Err(BatchError::corrupt(
+            position,
+            format!("truncated: batch needs {total} bytes, only {available} left"),
+        ));
+    }
+    // total >= HEADER_SIZE and total <= available, so a well-formed caller has
+    // given us the whole header.
+    BatchHeader::parse(head, position)
+        .ok_or_else(|| BatchError::corrupt(position, "header not fully supplied"))
+}
+
+/// Iterator over the batches of a buffer, yielding structurally checked headers
+/// (no CRC check). After the first error it yields nothing more.
+pub struct BatchIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    failed: bool,
+}
+
+impl<'a> BatchIter<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        BatchIter {
+            buf,
+            pos: 0,
+            failed: false,
+        }
+    }
+
+    /// Position of the next batch (== bytes consumed so far).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+}
+
+impl Iterator for BatchIter<'_> {
+    type Item = Result<BatchHeader, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.pos >= self.buf.len() {
+            return None;
+        }
+        let rest = &self.buf[self.pos..];
+        let head = &rest[..rest.len().min(HEADER_SIZE)];
+        match parse_header_checked(head, self.pos as u64, rest.len() as u64) {
+            Ok(h) => {
+                self.pos += h.total_size();
+                Some(Ok(h))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Iterates the batches of `buf`.
+pub fn batches(buf: &[u8]) -> BatchIter<'_> {
+    BatchIter::new(buf)
+}
+
+/// CRC-32C of a batch as it should be stored at bytes 17..21.
+#[inline]
+pub fn compute_crc(batch: &[u8]) -> u32 {
+    crc32c::crc32c(&batch[ATTRIBUTES_OFF..])
+}
+
+/// Whether the stored CRC of `batch` (exactly one whole batch) matches.
+#[inline]
+pub fn verify_crc(batch: &[u8]) -> bool {
+    batch.len() >= HEADER_SIZE && be_i32(batch, CRC_OFF) as u32 == compute_crc(batch)
+}
+
+/// Checks a produced record set before it is appended: every batch is whole,
+/// magic 2, no bigger than `max_batch_bytes`, CRC-valid, has a known codec and
+/// a consistent record count (`recordCount == lastOffsetDelta + 1 > 0`).
+/// Returns the headers (positions relative to `buf`). An empty buffer is an
+/// `InvalidRecord` error.
+///
+/// Records inside the batches are not decoded.
+pub fn validate_for_append(
+    buf: &[u8],
+    max_batch_bytes: usize,
+) -> Result<Vec<BatchHeader>, BatchError> {
+    if buf.is_empty() {
+        return Err(BatchError::invalid(0, "empty record set"));
+    }
+    let mut out = Vec::with_capacity(1);
+    for h in batches(buf) {
+        let h = h?;
+        let size = h.total_size();
+        if size > max_batch_bytes {
+            return Err(BatchError::TooLarge {
+                position: h.position,
+                size,
+                max: max_batch_bytes,
+            });
+        }
+        let start = h.position as usize;
+        if !verify_crc(&buf[start..start + size]) {
+            return Err(BatchError::corrupt(h.position, "CRC mismatch"));
+        }
+        if h.compression().is_none() {
+            return Err(BatchError::invalid(
+                h.position,
+                format!(
+                    "unknown compression codec id {}",
+                    h.attributes & COMPRESSION_MASK
+                ),
+            ));
+        }
+        if h.record_count <= 0 {
+            return Err(BatchError::invalid(
+                h.position,
+                format!("batch has {} records", h.record_count),
+            ));
+        }
+        if h.last_offset_delta < 0 || h.record_count as i64 != h.last_offset_delta as i64 + 1 {
+            return Err(BatchError::invalid(
+                h.position,
+                format!(
+                    "record count {} does not match last offset delta {}",
+                    h.record_count, h.last_offset_delta
+                ),
+            ));
+        }
+        out.push(h);
+    }
+    Ok(out)
+}
+
+/// Sets baseOffset (bytes 0..8). Not covered by the CRC.
+#[inline]
+pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
+    batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Sets partitionLeaderEpoch (bytes 12..16). Not covered by the CRC.
+#[inline]
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PARTITION_LEADER_EPOCH_OFF..PARTITION_LEADER_EPOCH_OFF + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Marks the batch as LogAppendTime with `timestamp` as maxTimestamp and
+/// recomputes the CRC. `batch` must be exactly one whole batch. Returns the new CRC.
+pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) -> u32 {
+    let attributes = be_i16(batch, ATTRIBUTES_OFF) | TIMESTAMP_TYPE_FLAG;
+    batch[ATTRIBUTES_OFF..ATTRIBUTES_OFF + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFF..MAX_TIMESTAMP_OFF + 8].copy_from_slice(&timestamp.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
+    crc
+}
+
+/// Offset and timestamp of one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordInfo {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+/// Zigzag varint cursor over a byte slice.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn varlong(&mut self, max_bytes: usize) -> Option<i64> {
+        let mut value: u64 = 0;
+        for i in 0..max_bytes {
+            let b = *self.buf.get(self.pos)?;
+            self.pos += 1;
+            value |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
+            }
+        }
+        None
+    }
+    fn varint(&mut self) -> Option<i32> {
+        let v = self.varlong(5)?;
+        i32::try_from(v).ok()
+    }
+}
+
+/// Decodes `(offset, timestamp)` of every record of one whole batch
+/// (header included), decompressing if needed. For LogAppendTime batches every
+/// record carries the batch maxTimestamp, as Kafka defines it.
+pub fn decode_records(batch: &[u8]) -> Result<Vec<RecordInfo>, BatchError> {
+    let h = parse_header_checked(
+        &batch[..batch.len().min(HEADER_SIZE)],
+        0,
+        batch.len() as u64,
+    )?;
+    let batch = &batch[..h.total_size()];
+    let codec = h
+        .compression()
+        .ok_or_else(|| BatchError::invalid(0, "unknown compression codec"))?;
+    let payload = &batch[HEADER_SIZE..];
+    let decompressed;
+    let records: &[u8] = if codec == Compression::None {
+        payload
+    } else {
+        decompressed = compression::decompress(codec, payload, MAX_DECOMPRESSED_BYTES)
+            .map_err(|e| BatchError::corrupt(0, e.to_string()))?;
+        &decompressed
+    };
+    let count = h.record_count.max(0) as usize;
+    let mut out = Vec::with_capacity(count.min(records.len() / 7 + 1));
+    let mut cur = Cursor {
+        buf: records,
+        pos: 0,
+    };
+    let log_append = h.is_log_append_time();
+    for i in 0..count {
+        let bad = || BatchError::corrupt(0, format!("malformed record {i}"));
+        let len = cur.varint().ok_or_else(bad)?;
+        if len < 0 || len as usize > records.len() - cur.pos {
+            return Err(bad());
+        }
+        let end = cur.pos + len as usize;
+        let mut rec = Cursor {
+            buf: &records[..end],
+            pos: cur.pos + 1, // skip record attributes
+        };
+        let ts_delta = rec.varlong(10).ok_or_else(bad)?;
+        let offset_delta = rec.varint().ok_or_else(bad)?;
+        out.push(RecordInfo {
+            offset: h.base_offset + offset_delta as i64,
+            timestamp: if log_append {
+                h.max_timestamp
+            } else {
+                h.base_timestamp.wrapping_add(ts_delta)
+            },
+        });
+        cur.pos = end;
+    }
+    Ok(out)
+}
+
+/// Builders of real v2 batches for tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+    use std::io::Write;
+
+    pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    /// One record to encode: (timestamp delta, value).
+    pub struct Rec<'a> {
+        pub ts_delta: i64,
+        pub value: &'a [u8],
+    }
+
+    /// Uncompressed records section; offset deltas are 0..n.
+    pub fn encode_records(recs: &[Rec<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut body = vec![0u8];
+            put_varlong(&mut body, r.ts_delta);
+            put_varlong(&mut body, i as i64);
+            put_varlong(&mut body, -1); // null key
+            put_varlong(&mut body, r.value.len() as i64);
+            body.extend_from_slice(r.value);
+            put_varlong(&mut body, 0); // no headers
+            put_varlong(&mut out, body.len() as i64);
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+
+    /// Assembles a batch around an already encoded (maybe compressed) records section.
+    pub fn assemble(
+        codec: Compression,
+        base_ts: i64,
+        max_ts: i64,
+        count: i32,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let mut b = Vec::with_capacity(HEADER_SIZE + payload.len());
+        b.extend_from_slice(&0i64.to_be_bytes());
+        b.extend_from_slice(&((HEADER_SIZE - LOG_OVERHEAD + payload.len()) as i32).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.push(MAGIC_V2 as u8);
+        b.extend_from_slice(&0u32.to_be_bytes());
+        b.extend_from_slice(&(codec.id() as i16).to_be_bytes());
+        b.extend_from_slice(&(count - 1).to_be_bytes());
+        b.extend_from_slice(&base_ts.to_be_bytes());
+        b.extend_from_slice(&max_ts.to_be_bytes());
+        b.extend_from_slice(&(-1i64).to_be_bytes());
+        b.extend_from_slice(&(-1i16).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.extend_from_slice(&count.to_be_bytes());
+        b.extend_from_slice(payload);
+        let crc = compute_crc(&b);
+        b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    fn compress(codec: Compression, raw: &[u8]) -> Vec<u8> {
+        match codec {
+            Compression::None => raw.to_vec(),
+            Compression::Gzip => {
+                let mut e =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(raw).unwrap();
+                e.finish().unwrap()
+            }
+            Compression::Snappy => {
+                // xerial framing, as the Java client writes it
+                let mut out = vec![
+                    0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1,
+                ];
+                let block = snap::raw::Encoder::new().compress_vec(raw).unwrap();
+                out.extend_from_slice(&(block.len() as i32).to_be_bytes());
+                out.extend_from_slice(&block);
+                out
+            }
+            Compression::Lz4 => {
+                let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+                e.write_all(raw).unwrap();
+                e.finish().unwrap()
+            }
+            Compression::Zstd => panic!("no zstd encoder; use a precomputed frame"),
+        }
+    }
+
+    /// A batch whose records have the given timestamps (absolute) and values.
+    pub fn batch_with(codec: Compression, timestamps: &[i64], value_len: usize) -> Vec<u8> {
+        let base_ts = timestamps[0];
+        let value = vec![b'v'; value_len];
+        let recs: Vec<Rec<'_>> = timestamps
+            .iter()
+            .map(|&t| Rec {
+                ts_delta: t - base_ts,
+                value: &value,
+            })
+            .collect();
+        let raw = encode_records(&recs);
+        let max_ts = *timestamps.iter().max().unwrap();
+        assemble(
+            codec,
+            base_ts,
+            max_ts,
+            timestamps.len() as i32,
+            &compress(codec, &raw),
+        )
+    }
+
+    /// Uncompressed batch of `n` records, all stamped `ts`, with `value_len`-byte values.
+    pub fn simple_batch(n: usize, ts: i64, value_len: usize) -> Vec<u8> {
+        batch_with(Compression::None, &vec![ts; n], value_len)
+    }
+
+    /// Records section of [`ZSTD_BATCH_TIMESTAMPS`] (value "zz" each), as compressed
+    /// into [`ZSTD_RECORDS`].
+    pub fn zstd_source_records() -> Vec<u8> {
+        let base = ZSTD_BATCH_TIMESTAMPS[0];
+        let recs: Vec<Rec<'_>> = ZSTD_BATCH_TIMESTAMPS
+            .iter()
+            .map(|&t| Rec {
+                ts_delta: t - base,
+                value: b"zz",
+            })
+            .collect();
+        encode_records(&recs)
+    }
+
+    pub const ZSTD_BATCH_TIMESTAMPS: [i64; 4] = [1_000, 1_300, 1_100, 1_500];
+
+    /// `zstd_source_records()` written to a file and compressed with the Debian
+    /// zstd CLI v1.5.4: `zstd -19 -c records.bin | xxd -i`.
+    pub const ZSTD_RECORDS: &[u8] = &[
+        0x28, 0xb5, 0x2f, 0xfd, 0x24, 0x27, 0x0d, 0x01, 0x00, 0xc8, 0x10, 0x00, 0x00, 0x00, 0x01,
+        0x04, 0x7a, 0x7a, 0x00, 0x12, 0x00, 0xd8, 0x04, 0x02, 0xc8, 0x01, 0x04, 0xe8, 0x07, 0x06,
+        0x01, 0x04, 0x7a, 0x7a, 0x00, 0x02, 0x00, 0x20, 0x0f, 0xcd, 0x8a, 0x12, 0x93, 0xa2, 0x35,
+        0xa8,
+    ];
+
+    /// A zstd-compressed batch of 4 records with [`ZSTD_BATCH_TIMESTAMPS`].
+    pub fn zstd_batch() -> Vec<u8> {
+        let ts = ZSTD_BATCH_TIMESTAMPS;
+        assemble(
+            Compression::Zstd,
+            ts[0],
+            1_500,
+            ts.len() as i32,
+            ZSTD_RECORDS,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+
+    #[test]
+    fn parse_and_iterate() {
+        let mut buf = simple_batch(3, 1000, 10);
+        buf.extend(simple_batch(1, 2000, 5));
+        let hs: Vec<_> = batches(&buf).collect::<Result<_, _>>().unwrap();
+        assert_eq!(hs.len(), 2);
+        assert_eq!(hs[0].record_count, 3);
+        assert_eq!(hs[0].last_offset_delta, 2);
+        assert_eq!(hs[0].magic, 2);
+        assert_eq!(hs[0].max_timestamp, 1000);
+        assert_eq!(hs[1].position as usize, hs[0].total_size());
+        assert_eq!(hs[0].total_size() + hs[1].total_size(), buf.len());
+        assert_eq!(validate_for_append(&buf, 1 << 20).unwrap(), hs);
+    }
+
+    #[test]
+    fn validation_errors() {
+        let good = simple_batch(3, 1000, 10);
+        assert!(matches!(
+            validate_for_append(&[], 100),
+            Err(BatchError::InvalidRecord { .. })
+        ));
+        // truncated
+        let r = validate_for_append(&good[..good.len() - 1], 1 << 20);
+        assert!(matches!(r, Err(BatchError::Corrupt { .. })), "{r:?}");
+        let r = validate_for_append(&good[..10], 1 << 20);
+        assert!(matches!(r, Err(BatchError::Corrupt { .. })), "{r:?}");
+        // trailing garbage after a good batch
+        let mut two = good.clone();
+        two.extend_from_slice(&[0u8; 5]);
+        assert!(matches!(
+            validate_for_append(&two, 1 << 20),
+            Err(BatchError::Corrupt { position, .. }) if position as usize == good.len()
+        ));
+        // bad crc
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 0xff;
+        assert!(matches!(
+            validate_for_append(&bad, 1 << 20),
+            Err(BatchError::Corrupt { .. })
+        ));
+        // bad length
+        let mut bad = good.clone();
+        bad[8..12].copy_from_slice(&10i32.to_be_bytes());
+        assert!(matches!(
+            validate_for_append(&bad, 1 << 20),
+            Err(BatchError::Corrupt { .. })
+        ));
+        // magic
+        let mut bad = good.clone();
+        bad[16] = 1;
+        assert!(matches!(
+            validate_for_append(&bad, 1 << 20),
+            Err(BatchError::UnsupportedMagic { magic: 1, .. })
+        ));
+        // too large
+        assert!(matches!(
+            validate_for_append(&good, good.len() - 1),
+            Err(BatchError::TooLarge { .. })
+        ));
+        assert!(validate_for_append(&good, good.len()).is_ok());
+        // inconsistent count (CRC recomputed so only the count is wrong)
+        let mut bad = good.clone();
+        bad[57..61].copy_from_slice(&5i32.to_be_bytes());
+        let crc = compute_crc(&bad);
+        bad[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_for_append(&bad, 1 << 20),
+            Err(BatchError::InvalidRecord { .. })
+        ));
+        // zero records
+        let mut bad = good.clone();
+        bad[57..61].copy_from_slice(&0i32.to_be_bytes());
+        bad[23..27].copy_from_slice(&(-1i32).to_be_bytes());
+        let crc = compute_crc(&bad);
+        bad[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_for_append(&bad, 1 << 20),
+            Err(BatchError::InvalidRecord { .. })
+        ));
+        // unknown codec
+        let mut bad = good;
+        bad[22] |= 7;
+        let crc = compute_crc(&bad);
+        bad[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_for_append(&bad, 1 << 20),
+            Err(BatchError::InvalidRecord { .. })
+        ));
+    }
+
+    #[test]
+    fn patching() {
+        let mut b = simple_batch(2, 1000, 3);
+        set_base_offset(&mut b, 42);
+        set_partition_leader_epoch(&mut b, 7);
+        assert!(verify_crc(&b), "offset/epoch are outside the CRC");
+        let h = BatchHeader::parse(&b, 0).unwrap();
+        assert_eq!(
+            (h.base_offset, h.partition_leader_epoch, h.last_offset()),
+            (42, 7, 43)
+        );
+        assert!(!h.is_log_append_time());
+        let crc = set_log_append_time(&mut b, 5555);
+        assert!(verify_crc(&b));
+        let h = BatchHeader::parse(&b, 0).unwrap();
+        assert!(h.is_log_append_time());
+        assert_eq!((h.max_timestamp, h.crc), (5555, crc));
+        let recs = decode_records(&b).unwrap();
+        assert!(recs.iter().all(|r| r.timestamp == 5555));
+        assert_eq!(
+            recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            vec![42, 43]
+        );
+    }
+
+    fn check_decode(codec: Compression) {
+        let ts = [500, 900, 700, 1200, 300];
+        let mut b = batch_with(codec, &ts, 100);
+        set_base_offset(&mut b, 10);
+        assert!(validate_for_append(&b, 1 << 20).is_ok());
+        let h = BatchHeader::parse(&b, 0).unwrap();
+        assert_eq!(h.compression(), Some(codec));
+        let recs = decode_records(&b).unwrap();
+        let got: Vec<_> = recs.iter().map(|r| (r.offset, r.timestamp)).collect();
+        assert_eq!(
+            got,
+            vec![(10, 500), (11, 900), (12, 700), (13, 1200), (14, 300)]
+        );
+    }
+
+    #[test]
+    fn decode_all_codecs() {
+        check_decode(Compression::None);
+        check_decode(Compression::Gzip);
+        check_decode(Compression::Snappy);
+        check_decode(Compression::Lz4);
+        let z = zstd_batch();
+        assert_eq!(
+            compression::decompress(Compression::Zstd, ZSTD_RECORDS, 1 << 20).unwrap(),
+            zstd_source_records(),
+            "the embedded zstd frame must match the helper's records"
+        );
+        assert!(validate_for_append(&z, 1 << 20).is_ok());
+        let got: Vec<_> = decode_records(&z)
+            .unwrap()
+            .iter()
+            .map(|r| r.timestamp)
+            .collect();
+        assert_eq!(got, ZSTD_BATCH_TIMESTAMPS.to_vec());
+    }
+
+    #[test]
+    fn decode_rejects_garbage() {
+        let mut b = batch_with(Compression::Gzip, &[1, 2, 3], 10);
+        let n = b.len();
+        b[n - 12] ^= 0x55; // damage the gzip stream (CRC is not checked by decode)
+        assert!(decode_records(&b).is_err());
+        let mut b = simple_batch(3, 1, 10);
+        let n = b.len();
+        b.truncate(n - 20);
+        assert!(decode_records(&b).is_err());
+    }
+}

@@ -1,0 +1,42 @@
+//! On-disk log store, in Kafka's layout.
+//!
+//! A partition lives in `<log.dirs>/<topic>-<partition>/` as a sequence of
+//! segments, each named by its base offset (first offset it may hold),
+//! zero-padded to 20 digits:
+//!
+//! * `<base>.log`: record batches (magic v2) back to back, byte for byte as
+//!   the producer sent them except `baseOffset` and `partitionLeaderEpoch`
+//!   (and, for LogAppendTime, attributes + `maxTimestamp` with the CRC
+//!   recomputed).
+//! * `<base>.index`: sparse offset index, 8-byte entries
+//!   `[offset - base: u32 BE][file position: u32 BE]`, one entry for the first
+//!   batch after more than `index_interval_bytes` have been written since the
+//!   previous entry; the offset is that batch's last offset and the position
+//!   its start.
+//! * `<base>.timeindex`: 12-byte entries `[timestamp: i64 BE][offset - base: u32 BE]`
+//!   written alongside offset index entries when the largest timestamp seen
+//!   has grown, plus a final one when the segment stops being active.
+//!
+//! All files are append-only and exactly sized (no preallocation). The last
+//! segment is the active one; older segments are fdatasync'd when the log
+//! rolls past them, so after a crash only the last needs validating.
+//!
+//! Modules: [`batch`] (header parsing, validation, patching, record decode),
+//! [`compression`], [`offset_index`], [`time_index`], [`segment`],
+//! [`partition_log`] (the [`Log`] type).
+//!
+//! This module knows the record batch format but nothing of the Kafka wire
+//! protocol; callers map [`BatchError`] / [`AppendError`] / [`ReadError`] to
+//! protocol error codes.
+
+pub mod batch;
+pub mod compression;
+pub mod offset_index;
+pub mod partition_log;
+pub mod segment;
+pub mod time_index;
+
+pub use batch::{BatchError, BatchHeader, RecordInfo, validate_for_append};
+pub use compression::Compression;
+pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, ReadSlice, now_ms};
+pub use segment::Segment;

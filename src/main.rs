@@ -1,0 +1,104 @@
+//! `sluice`: run a Kafka-compatible broker.
+//!
+//! With no arguments it serves PLAINTEXT on localhost:9092 with its data in ./data.
+//! `--config FILE` reads Kafka broker properties; `--override key=value` (repeatable) sets one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use tracing::{error, info};
+
+use sluice::broker::Broker;
+use sluice::config::BrokerConfig;
+use sluice::net::server;
+
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, about = "A Kafka-compatible message broker")]
+struct Args {
+    /// Kafka-style server.properties file.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Set one property, as key=value (repeatable); applied after --config.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+fn main() {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
+        Ok(c) => c,
+        Err(e) => fail(&format!("{e:#}")),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(&format!("cannot start runtime: {e}")));
+    let code = rt.block_on(run(config));
+    rt.shutdown_timeout(Duration::from_millis(200));
+    std::process::exit(code);
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("sluice: {msg}");
+    std::process::exit(1);
+}
+
+async fn run(config: BrokerConfig) -> i32 {
+    // Bind first: a port in use is reported before any data is touched.
+    let listeners = match server::bind_all(&config.listeners).await {
+        Ok(l) => l,
+        Err(e) => fail(&format!("{e:#}")),
+    };
+    let broker = match Broker::open(config) {
+        Ok(b) => b,
+        Err(e) => fail(&format!("{e:#}")),
+    };
+    broker.spawn_background();
+    let mut tasks = Vec::new();
+    for l in listeners {
+        tasks.push(tokio::spawn(server::accept_loop(l, broker.clone())));
+    }
+    info!(
+        node_id = broker.node_id(),
+        cluster_id = %broker.controller.cluster_id,
+        "sluice started"
+    );
+    wait_for_signal().await;
+    info!("shutting down");
+    for t in &tasks {
+        t.abort();
+    }
+    let b = broker.clone();
+    match tokio::task::spawn_blocking(move || b.controller.shutdown()).await {
+        Ok(Ok(())) => {
+            info!("shut down cleanly");
+            0
+        }
+        Ok(Err(e)) => {
+            error!("shutdown: {e:#}");
+            1
+        }
+        Err(e) => {
+            error!("shutdown: {e}");
+            1
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

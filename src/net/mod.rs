@@ -1,0 +1,5 @@
+//! Networking: listeners, connections, framing, and response writing (bytes + sendfile).
+
+pub mod connection;
+pub mod response;
+pub mod server;

@@ -1,0 +1,41 @@
+//! Listener sockets: bound at start-up (a port in use stops start-up), then one task per
+//! accepted connection.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use crate::broker::Broker;
+use crate::config::Listener;
+
+/// Binds every configured listener; the first failure is returned naming the address.
+pub async fn bind_all(listeners: &[Listener]) -> Result<Vec<TcpListener>> {
+    let mut out = Vec::new();
+    for l in listeners {
+        let addr = l.bind_addr();
+        let sock = TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} ({}://{addr})", l.name))?;
+        info!("listening on {}", sock.local_addr()?);
+        out.push(sock);
+    }
+    Ok(out)
+}
+
+/// Accepts connections until the task is dropped.
+pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(super::connection::serve(stream, broker.clone()));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

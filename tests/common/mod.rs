@@ -1,0 +1,220 @@
+//! Shared helpers for integration tests: run the real `sluice` binary on a free port with a
+//! temporary data directory, and talk to it with raw Kafka requests over TCP.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+pub struct TestBroker {
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl TestBroker {
+    pub fn start(extra: &[&str]) -> TestBroker {
+        let mut b = TestBroker {
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        b.launch();
+        b
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    pub fn launch(&mut self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.arg("--override")
+            .arg(format!("listeners=PLAINTEXT://127.0.0.1:{}", self.port))
+            .arg("--override")
+            .arg(format!("log.dirs={}", self.dir.path().display()));
+        for e in &self.extra {
+            cmd.arg("--override").arg(e);
+        }
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        self.child = Some(cmd.spawn().expect("start sluice"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "broker did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit status code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        c.wait().ok().and_then(|s| s.code())
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => c.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.port)
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    next_corr: i32,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Client {
+            stream,
+            next_corr: 1,
+        }
+    }
+
+    /// Encodes a request frame (size + header + body) with correlation id `corr`.
+    pub fn frame<T: Encodable>(key: ApiKey, version: i16, corr: i32, body: &T) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        let mut h = RequestHeader::default();
+        h.request_api_key = key as i16;
+        h.request_api_version = version;
+        h.correlation_id = corr;
+        h.client_id = Some(StrBytes::from_static_str("sluice-test"));
+        h.encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        body.encode(&mut buf, version).unwrap();
+        let n = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&n.to_be_bytes());
+        buf.freeze()
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Sends a request; returns its correlation id.
+    pub fn send<T: Encodable>(&mut self, key: ApiKey, version: i16, body: &T) -> i32 {
+        let corr = self.next_corr;
+        self.next_corr += 1;
+        let f = Self::frame(key, version, corr, body);
+        self.stream.write_all(&f).unwrap();
+        corr
+    }
+
+    /// Reads one response frame; returns (correlation id, body after the header).
+    pub fn recv_frame(&mut self, key: ApiKey, version: i16) -> std::io::Result<(i32, Bytes)> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len)?;
+        let n = i32::from_be_bytes(len) as usize;
+        let mut buf = vec![0u8; n];
+        self.stream.read_exact(&mut buf)?;
+        let mut b = Bytes::from(buf);
+        let h = ResponseHeader::decode(&mut b, key.response_header_version(version)).unwrap();
+        Ok((h.correlation_id, b))
+    }
+
+    pub fn recv<R: Decodable>(&mut self, key: ApiKey, version: i16) -> (i32, R) {
+        let (corr, mut b) = self.recv_frame(key, version).expect("response");
+        let r = R::decode(&mut b, version).expect("decode response");
+        assert_eq!(
+            b.remaining(),
+            0,
+            "trailing bytes in {key:?} v{version} response"
+        );
+        (corr, r)
+    }
+
+    pub fn call<T: Encodable, R: Decodable>(&mut self, key: ApiKey, version: i16, body: &T) -> R {
+        let corr = self.send(key, version, body);
+        let (got, r) = self.recv(key, version);
+        assert_eq!(got, corr);
+        r
+    }
+
+    /// True if the peer closed the connection (read returns EOF or reset) within the timeout.
+    pub fn is_closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+    }
+}
+
+/// Builds an uncompressed v2 record batch of `values` (keys "k<i>") with a correct CRC-32C.
+pub fn record_batch(values: &[&[u8]], base_timestamp: i64) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: base_timestamp + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::copy_from_slice(v)),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}

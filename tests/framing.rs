@@ -1,0 +1,222 @@
+//! Framing and connection behaviour of the real binary: pipelined requests answered in order,
+//! acks=0 unanswered, bad frames close only their connection, ApiVersions fallback, clean
+//! shutdown on SIGTERM.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use bytes::BufMut;
+use common::{Client, TestBroker, record_batch};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+fn produce_req(topic: &str, acks: i16, values: &[&[u8]]) -> ProduceRequest {
+    let mut pd = PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(record_batch(values, 1_700_000_000_000));
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_string(topic.to_string()));
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.acks = acks;
+    r.timeout_ms = 5000;
+    r.topic_data = vec![td];
+    r
+}
+
+fn metadata_for(topic: &str) -> MetadataRequest {
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
+    let mut m = MetadataRequest::default();
+    m.topics = Some(vec![t]);
+    m.allow_auto_topic_creation = true;
+    m
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_and_acks0_gets_no_response() {
+    let b = TestBroker::start(&[]);
+    let mut c = b.connect();
+    let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &metadata_for("pipe"));
+    assert_eq!(md.topics[0].error_code, 0);
+
+    // Send many requests without reading: ApiVersions, acks=0 produce, acks=1 produce, ...
+    let mut expected = Vec::new();
+    for i in 0..50 {
+        let corr = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        expected.push((corr, ApiKey::ApiVersions, 3));
+        let _silent = c.send(ApiKey::Produce, 9, &produce_req("pipe", 0, &[b"zero"]));
+        let v = format!("v{i}");
+        let corr = c.send(ApiKey::Produce, 9, &produce_req("pipe", 1, &[v.as_bytes()]));
+        expected.push((corr, ApiKey::Produce, 9));
+    }
+    let mut last_offset = -1;
+    for (corr, key, version) in expected {
+        let (got, mut body) = c.recv_frame(key, version).unwrap();
+        assert_eq!(
+            got, corr,
+            "responses must come in request order, acks=0 skipped"
+        );
+        if key == ApiKey::Produce {
+            use kafka_protocol::protocol::Decodable;
+            let r = ProduceResponse::decode(&mut body, version).unwrap();
+            let p = &r.responses[0].partition_responses[0];
+            assert_eq!(p.error_code, 0);
+            // Each acks=1 produce follows one acks=0 produce: offsets advance by 2.
+            assert_eq!(p.base_offset, last_offset + 2);
+            last_offset = p.base_offset;
+        }
+    }
+}
+
+#[test]
+fn bad_frames_close_only_their_connection() {
+    let b = TestBroker::start(&[]);
+    // Frame shorter than a request header.
+    let mut c = b.connect();
+    c.send_raw(&[0, 0, 0, 2, 0, 18]).unwrap();
+    assert!(c.is_closed());
+    // Size over socket.request.max.bytes, and negative.
+    for size in [0x7fff_ffffu32, 0xffff_ffff, 104_857_601] {
+        let mut c = b.connect();
+        c.send_raw(&size.to_be_bytes()).unwrap();
+        assert!(c.is_closed(), "size {size:#x}");
+    }
+    // Unknown API key with a valid header.
+    let mut c = b.connect();
+    let mut f = bytes::BytesMut::new();
+    f.put_i32(10);
+    f.put_i16(9999);
+    f.put_i16(0);
+    f.put_i32(1);
+    f.put_i16(-1);
+    c.send_raw(&f).unwrap();
+    assert!(c.is_closed());
+    // Metadata v1 claiming 0x7fffffff topics in an 18-byte frame.
+    let mut c = b.connect();
+    let mut f = bytes::BytesMut::new();
+    f.put_i32(14);
+    f.put_i16(3);
+    f.put_i16(1);
+    f.put_i32(7);
+    f.put_i16(-1);
+    f.put_i32(0x7fff_ffff);
+    assert_eq!(f.len(), 18);
+    c.send_raw(&f).unwrap();
+    assert!(c.is_closed());
+    // Truncated body: Metadata v1 with a topic name cut short.
+    let mut c = b.connect();
+    let mut f = bytes::BytesMut::new();
+    f.put_i32(0);
+    f.put_i16(3);
+    f.put_i16(1);
+    f.put_i32(8);
+    f.put_i16(-1);
+    f.put_i32(1);
+    f.put_i16(20);
+    f.put_slice(b"abc");
+    let n = (f.len() - 4) as i32;
+    f[..4].copy_from_slice(&n.to_be_bytes());
+    c.send_raw(&f).unwrap();
+    assert!(c.is_closed());
+
+    // The broker is alive and serves a good client.
+    let mut c = b.connect();
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+}
+
+#[test]
+fn api_versions_above_range_answers_v0_with_full_list() {
+    let b = TestBroker::start(&[]);
+    let mut c = b.connect();
+    let mut f = bytes::BytesMut::new();
+    f.put_i32(0);
+    f.put_i16(18);
+    f.put_i16(99);
+    f.put_i32(42);
+    f.put_i16(-1);
+    f.put_u8(0); // tagged fields of a v2 header; ignored
+    let n = (f.len() - 4) as i32;
+    f[..4].copy_from_slice(&n.to_be_bytes());
+    c.stream.write_all(&f).unwrap();
+    let (corr, r): (i32, ApiVersionsResponse) = c.recv(ApiKey::ApiVersions, 0);
+    assert_eq!(corr, 42);
+    assert_eq!(r.error_code, 35);
+    let keys: Vec<i16> = r.api_keys.iter().map(|k| k.api_key).collect();
+    for k in [0, 1, 2, 3, 18, 19, 20, 60] {
+        assert!(keys.contains(&k), "key {k} listed");
+    }
+    let produce = r.api_keys.iter().find(|k| k.api_key == 0).unwrap();
+    assert_eq!((produce.min_version, produce.max_version), (0, 13));
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_within_a_second() {
+    let mut b = TestBroker::start(&[]);
+    let mut c = b.connect();
+    let _: MetadataResponse = c.call(ApiKey::Metadata, 12, &metadata_for("t"));
+    let _: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req("t", 1, &[b"x"]));
+    let start = Instant::now();
+    let code = b.terminate();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(code, Some(0));
+    assert!(b.data_dir().join(".kafka_cleanshutdown").exists());
+    // Restart: the marker is consumed and the data is there.
+    b.launch();
+    assert!(!b.data_dir().join(".kafka_cleanshutdown").exists());
+    let mut c = b.connect();
+    let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &metadata_for("t"));
+    assert_eq!(md.topics[0].partitions.len(), 1);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req("t", 1, &[b"y"]));
+    assert_eq!(r.responses[0].partition_responses[0].base_offset, 1);
+}
+
+#[test]
+fn start_up_errors_name_the_key_or_address() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let logdirs = format!("log.dirs={}", dir.path().display());
+    let e = run(&["--override", &logdirs, "--override", "no.such.setting=1"]);
+    assert!(e.contains("no.such.setting"), "{e}");
+    let e = run(&["--override", &logdirs, "--override", "num.partitions=abc"]);
+    assert!(e.contains("num.partitions"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let e = run(&[
+        "--override",
+        &logdirs,
+        "--override",
+        &format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+    ]);
+    assert!(e.contains(&format!("127.0.0.1:{port}")), "{e}");
+}
+
+#[test]
+fn client_is_usable_after_reconnects() {
+    let b = TestBroker::start(&[]);
+    for _ in 0..20 {
+        let mut c = Client::connect(b.port);
+        let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+        assert_eq!(r.error_code, 0);
+    }
+}
