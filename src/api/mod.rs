@@ -21,6 +21,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod errors;
 pub mod fetch;
+pub mod find_coordinator;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -49,6 +50,7 @@ pub struct ApiSpec {
 pub static APIS: &[ApiSpec] = &[
     produce::SPEC,
     fetch::SPEC,
+    find_coordinator::SPEC,
     list_offsets::SPEC,
     metadata::SPEC,
     api_versions::SPEC,
