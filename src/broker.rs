@@ -8,12 +8,15 @@ use anyhow::Result;
 
 use crate::cluster::Controller;
 use crate::config::BrokerConfig;
+use crate::group::{Coordinator, GroupConfig, store};
 
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
     /// Advertised host and port of this node.
     pub advertised: (String, u16),
+    /// The consumer group coordinator; it persists through `__consumer_offsets`.
+    pub groups: Arc<Coordinator>,
 }
 
 impl Broker {
@@ -21,11 +24,19 @@ impl Broker {
         let config = Arc::new(config);
         let controller = Controller::open(config.clone())?;
         let advertised = config.advertised();
-        Ok(Arc::new(Broker {
+        let group_config = GroupConfig::from_broker(&config);
+        let broker = Arc::new_cyclic(|me| Broker {
             config,
             controller,
             advertised,
-        }))
+            groups: Coordinator::new(
+                group_config,
+                Arc::new(store::TopicLog { broker: me.clone() }),
+            ),
+        });
+        // Groups and offsets are loaded before anything is served.
+        broker.groups.install(store::load(&broker.controller)?);
+        Ok(broker)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -34,6 +45,7 @@ impl Broker {
 
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`.
     pub fn spawn_background(self: &Arc<Self>) {
+        self.groups.start();
         let b = self.clone();
         tokio::spawn(async move {
             let every = Duration::from_millis(b.config.log_retention_check_interval_ms);

@@ -2,13 +2,15 @@
 //!
 //! Module map (see docs/architecture.md): `net` (listeners, framing, response writing),
 //! `api` (one module per Kafka API key), `cluster` (controller, partitions, ISR), `log`
-//! (segment store, protocol-agnostic), `config`, `broker` (ties the owners together).
+//! (segment store, protocol-agnostic), `config`, `broker` (ties the owners together), `group` (consumer group coordinator and
+//! committed offsets).
 
 pub mod alloc;
 pub mod api;
 pub mod broker;
 pub mod cluster;
 pub mod config;
+pub mod group;
 pub mod log;
 pub mod net;
 

@@ -51,6 +51,7 @@ pub fn unsupported_version(correlation_id: i32) -> Response {
         version: 0,
         correlation_id,
         client_id: None,
+        peer: None,
     };
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = ResponseError::UnsupportedVersion.code();

@@ -289,6 +289,7 @@ mod tests {
                 version: v,
                 correlation_id: 12345,
                 client_id: None,
+                peer: None,
             };
             let topics = vec![TopicOut {
                 name: "orders".into(),

@@ -27,6 +27,19 @@ pub mod metadata;
 pub mod produce;
 pub mod wire;
 
+// Consumer groups (issue 3).
+pub mod delete_groups;
+pub mod describe_groups;
+mod group_util;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
+pub mod sync_group;
+
 /// What a handler gets besides the broker and the request body.
 #[derive(Debug, Clone)]
 pub struct RequestCtx {
@@ -34,6 +47,15 @@ pub struct RequestCtx {
     pub version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
+    /// The client's address (None for synthetic requests).
+    pub peer: Option<std::net::SocketAddr>,
+}
+
+impl RequestCtx {
+    /// The client host as Kafka reports it (`InetAddress.toString`: "/127.0.0.1").
+    pub fn client_host(&self) -> String {
+        self.peer.map(|a| format!("/{}", a.ip())).unwrap_or_default()
+    }
 }
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Option<Response>>> + Send>>;
@@ -57,6 +79,17 @@ pub static APIS: &[ApiSpec] = &[
     create_topics::SPEC,
     delete_topics::SPEC,
     describe_cluster::SPEC,
+    // Consumer groups (issue 3).
+    offset_commit::SPEC,
+    offset_fetch::SPEC,
+    join_group::SPEC,
+    heartbeat::SPEC,
+    leave_group::SPEC,
+    sync_group::SPEC,
+    describe_groups::SPEC,
+    list_groups::SPEC,
+    delete_groups::SPEC,
+    offset_delete::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
@@ -146,6 +179,7 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
         version,
         correlation_id,
         client_id: header.client_id.map(|s| s.to_string()),
+        peer: None,
     };
     Ok(Parsed::Request {
         spec,
@@ -154,13 +188,24 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
     })
 }
 
-/// Parses a frame and runs its handler.
-pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
+/// Parses a frame from the client at `peer` and runs its handler.
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<Option<Response>> {
     match parse_frame(frame)? {
         Parsed::UnsupportedApiVersions { correlation_id } => {
             Ok(Some(api_versions::unsupported_version(correlation_id)))
         }
-        Parsed::Request { spec, ctx, body } => (spec.handle)(broker.clone(), ctx, body).await,
+        Parsed::Request {
+            spec,
+            mut ctx,
+            body,
+        } => {
+            ctx.peer = peer;
+            (spec.handle)(broker.clone(), ctx, body).await
+        }
     }
 }
 

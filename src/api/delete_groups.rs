@@ -1,0 +1,31 @@
+//! DeleteGroups (key 42), versions 0-2: deletes empty groups with their offsets
+//! (GROUP_ID_NOT_FOUND for unknown groups, NON_EMPTY_GROUP for groups with members).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
+
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::DeleteGroups,
+    min: 0,
+    max: 2,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: DeleteGroupsRequest = super::decode(&ctx, body)?;
+    let mut resp = DeleteGroupsResponse::default();
+    for id in req.groups_names {
+        let mut r = DeletableGroupResult::default();
+        r.error_code = b.groups.delete_group(id.0.as_str()).await;
+        r.group_id = id;
+        resp.results.push(r);
+    }
+    super::respond(&ctx, &resp)
+}

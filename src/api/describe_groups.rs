@@ -1,0 +1,69 @@
+//! DescribeGroups (key 15), versions 0-6: state, protocol and members of classic groups.
+//! Member metadata and assignments are given in the Stable state only, as Kafka does. An
+//! unknown group is reported Dead (v0-5) or GROUP_ID_NOT_FOUND (v6+).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
+
+use super::{ApiSpec, RequestCtx, group_util::sb};
+use crate::broker::Broker;
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::DescribeGroups,
+    min: 0,
+    max: 6,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+/// READ, DELETE and DESCRIBE: the group operations (ACLs are not enforced).
+const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: DescribeGroupsRequest = super::decode(&ctx, body)?;
+    let v = ctx.version;
+    let mut resp = DescribeGroupsResponse::default();
+    for id in req.groups {
+        let mut g = DescribedGroup::default();
+        g.group_id = id.clone();
+        match b.groups.describe(id.0.as_str()).await {
+            Some(d) => {
+                g.group_state = sb(d.state.name().to_string());
+                g.protocol_type = sb(d.protocol_type);
+                g.protocol_data = sb(d.protocol);
+                g.members = d
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let mut dm = DescribedGroupMember::default();
+                        dm.member_id = sb(m.member_id);
+                        if v >= 4 {
+                            dm.group_instance_id = m.instance_id.map(sb);
+                        }
+                        dm.client_id = sb(m.client_id);
+                        dm.client_host = sb(m.client_host);
+                        dm.member_metadata = m.metadata;
+                        dm.member_assignment = m.assignment;
+                        dm
+                    })
+                    .collect();
+                if v >= 3 && req.include_authorized_operations {
+                    g.authorized_operations = GROUP_OPERATIONS;
+                }
+            }
+            None if v >= 6 => {
+                g.error_code = ResponseError::GroupIdNotFound.code();
+                g.error_message = Some(sb(format!("Group {} not found.", id.0.as_str())));
+            }
+            None => {
+                g.group_state = sb("Dead".to_string());
+            }
+        }
+        resp.groups.push(g);
+    }
+    super::respond(&ctx, &resp)
+}

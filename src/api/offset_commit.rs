@@ -1,0 +1,96 @@
+//! OffsetCommit (key 8), versions 2-10. Offsets of unknown topic partitions get
+//! UNKNOWN_TOPIC_OR_PARTITION (v10, topics by id: UNKNOWN_TOPIC_ID); the rest go to the group
+//! coordinator, which validates the member and generation (generation -1 with no member id is
+//! a simple consumer's commit to an empty group) and answers once they are appended to
+//! `__consumer_offsets`. v6+ carry the leader epoch, v7+ group.instance.id.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
+
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::group::coordinator::{CommitOffset, CommitParams};
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::OffsetCommit,
+    min: 2,
+    max: 10,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: OffsetCommitRequest = super::decode(&ctx, body)?;
+    let v = ctx.version;
+    let mut resp = OffsetCommitResponse::default();
+    let mut offsets = Vec::new();
+    // Where each offset handed to the coordinator answers: (topic index, partition index).
+    let mut slots = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let topic = if v >= 10 {
+            b.controller.topic_by_id(&t.topic_id)
+        } else {
+            b.controller.topic(t.name.0.as_str())
+        };
+        let mut rt = OffsetCommitResponseTopic::default();
+        if v >= 10 {
+            rt.topic_id = t.topic_id;
+        } else {
+            rt.name = t.name.clone();
+        }
+        for (pi, p) in t.partitions.iter().enumerate() {
+            let mut rp = OffsetCommitResponsePartition::default();
+            rp.partition_index = p.partition_index;
+            match &topic {
+                Some(info)
+                    if p.partition_index >= 0
+                        && (p.partition_index as usize) < info.partitions.len() =>
+                {
+                    offsets.push(CommitOffset {
+                        topic: info.name.to_string(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: if v >= 6 { p.committed_leader_epoch } else { -1 },
+                        metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
+                    });
+                    slots.push((ti, pi));
+                }
+                _ => {
+                    rp.error_code = if v >= 10 {
+                        ResponseError::UnknownTopicId.code()
+                    } else {
+                        ResponseError::UnknownTopicOrPartition.code()
+                    };
+                }
+            }
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    if !offsets.is_empty() {
+        let result = b
+            .groups
+            .commit(CommitParams {
+                group_id: req.group_id.0.to_string(),
+                member_id: req.member_id.to_string(),
+                instance_id: req.group_instance_id.map(|s| s.to_string()),
+                generation: req.generation_id_or_member_epoch,
+                version: v,
+                offsets,
+            })
+            .await;
+        for (i, (ti, pi)) in slots.into_iter().enumerate() {
+            resp.topics[ti].partitions[pi].error_code = match &result {
+                Ok(codes) => codes[i],
+                Err(code) => *code,
+            };
+        }
+    }
+    super::respond(&ctx, &resp)
+}

@@ -1,0 +1,59 @@
+//! OffsetDelete (key 47), version 0: deletes committed offsets of a group. Allowed for empty
+//! groups, and for consumer groups with members only for topics they do not subscribe to
+//! (else GROUP_SUBSCRIBED_TO_TOPIC per partition).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse};
+
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::OffsetDelete,
+    min: 0,
+    max: 0,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: OffsetDeleteRequest = super::decode(&ctx, body)?;
+    let mut resp = OffsetDeleteResponse::default();
+    let mut asked = Vec::new();
+    let mut slots = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let known = b.controller.topic(t.name.0.as_str()).is_some();
+        let mut rt = OffsetDeleteResponseTopic::default();
+        rt.name = t.name.clone();
+        for (pi, p) in t.partitions.iter().enumerate() {
+            let mut rp = OffsetDeleteResponsePartition::default();
+            rp.partition_index = p.partition_index;
+            if known {
+                asked.push((t.name.0.to_string(), p.partition_index));
+                slots.push((ti, pi));
+            } else {
+                rp.error_code = ResponseError::UnknownTopicOrPartition.code();
+            }
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    match b.groups.delete_offsets(req.group_id.0.as_str(), asked).await {
+        Ok(codes) => {
+            for ((ti, pi), code) in slots.into_iter().zip(codes) {
+                resp.topics[ti].partitions[pi].error_code = code;
+            }
+        }
+        Err(code) => {
+            resp.error_code = code;
+            resp.topics.clear();
+        }
+    }
+    super::respond(&ctx, &resp)
+}

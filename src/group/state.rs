@@ -1,0 +1,340 @@
+//! The state of one classic group: Kafka's state machine states, members, the generation,
+//! and the group's committed offsets. Pure data plus small queries; the transitions are made
+//! by the coordinator, which owns each group behind its own lock.
+
+use std::collections::{HashMap, HashSet};
+
+use bytes::{Buf, Bytes};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::records::{GroupValue, MemberValue, OffsetValue};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl State {
+    /// The name Kafka uses in DescribeGroups and ListGroups.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Empty => "Empty",
+            State::PreparingRebalance => "PreparingRebalance",
+            State::CompletingRebalance => "CompletingRebalance",
+            State::Stable => "Stable",
+            State::Dead => "Dead",
+        }
+    }
+}
+
+/// What a JoinGroup request is answered with.
+#[derive(Debug, Clone, Default)]
+pub struct JoinResult {
+    pub error: i16,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    pub skip_assignment: bool,
+    /// (member id, group instance id, metadata): for the leader only.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+impl JoinResult {
+    pub fn error(error: i16, member_id: &str) -> JoinResult {
+        JoinResult {
+            error,
+            generation: -1,
+            member_id: member_id.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// What a SyncGroup request is answered with.
+#[derive(Debug, Clone, Default)]
+pub struct SyncResult {
+    pub error: i16,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+impl SyncResult {
+    pub fn error(error: i16) -> SyncResult {
+        SyncResult {
+            error,
+            ..Default::default()
+        }
+    }
+}
+
+pub struct Member {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    /// (protocol name, metadata) in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    pub join_tx: Option<oneshot::Sender<JoinResult>>,
+    pub sync_tx: Option<oneshot::Sender<SyncResult>>,
+    /// The session expires at this instant unless a heartbeat (or join, sync) moves it.
+    pub deadline: Instant,
+    /// Joined but never completed a join phase: not kept alive while awaiting the join.
+    pub is_new: bool,
+    /// Join order within the group; also tells a member apart from an older one of the same id.
+    pub seq: u64,
+}
+
+impl Member {
+    pub fn metadata(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(n, _)| n == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn supports(&self, protocol: &str) -> bool {
+        self.protocols.iter().any(|(n, _)| n == protocol)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+}
+
+impl From<OffsetValue> for Committed {
+    fn from(v: OffsetValue) -> Self {
+        Committed {
+            offset: v.offset,
+            leader_epoch: v.leader_epoch,
+            metadata: v.metadata,
+            commit_timestamp: v.commit_timestamp,
+        }
+    }
+}
+
+pub struct Group {
+    pub id: String,
+    pub state: State,
+    /// Wall-clock ms of the last state change (drives offset expiry of empty groups).
+    pub state_ts: i64,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub generation: i32,
+    pub leader: Option<String>,
+    pub members: HashMap<String, Member>,
+    /// group.instance.id → member id of the static members.
+    pub statics: HashMap<String, String>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined with.
+    pub pending: HashSet<String>,
+    /// A member joined a new group during the initial rebalance delay (it is extended).
+    pub new_member_added: bool,
+    /// Counts rebalances, so a stale rebalance timer recognises itself.
+    pub rebalance_epoch: u64,
+    /// The initial delay of a rebalance from Empty is running: no early completion.
+    pub initial_delay: bool,
+    pub next_seq: u64,
+    pub offsets: HashMap<(String, i32), Committed>,
+}
+
+impl Group {
+    pub fn new(id: &str, now_ms: i64) -> Group {
+        Group {
+            id: id.to_string(),
+            state: State::Empty,
+            state_ts: now_ms,
+            protocol_type: None,
+            protocol: None,
+            generation: 0,
+            leader: None,
+            members: HashMap::new(),
+            statics: HashMap::new(),
+            pending: HashSet::new(),
+            new_member_added: false,
+            rebalance_epoch: 0,
+            initial_delay: false,
+            next_seq: 0,
+            offsets: HashMap::new(),
+        }
+    }
+
+    pub fn transition(&mut self, to: State, now_ms: i64) {
+        self.state = to;
+        self.state_ts = now_ms;
+    }
+
+    /// Whether a member with this protocol type and these protocols may join (Kafka's
+    /// `supportsProtocols`): any in an empty group, else the same type and one protocol that
+    /// every member supports.
+    pub fn supports(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if self.state == State::Empty || self.members.is_empty() {
+            return !protocol_type.is_empty() && !protocols.is_empty();
+        }
+        self.protocol_type.as_deref() == Some(protocol_type)
+            && protocols
+                .iter()
+                .any(|(n, _)| self.members.values().all(|m| m.supports(n)))
+    }
+
+    /// Kafka's `selectProtocol`: among the protocols every member supports, each member votes
+    /// for its most preferred one; most votes wins (ties: the leader's preference order).
+    pub fn select_protocol(&self) -> Option<String> {
+        let mut ordered: Vec<&Member> = self.members.values().collect();
+        ordered.sort_by_key(|m| m.seq);
+        let first = ordered.first()?;
+        let candidates: Vec<&String> = first
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| ordered.iter().all(|m| m.supports(n)))
+            .collect();
+        let mut votes: HashMap<&String, usize> = HashMap::new();
+        for m in &ordered {
+            if let Some((n, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(&n)) {
+                *votes.entry(n).or_default() += 1;
+            }
+        }
+        let best = votes.values().copied().max()?;
+        candidates
+            .into_iter()
+            .find(|n| votes.get(n) == Some(&best))
+            .cloned()
+    }
+
+    pub fn all_joined(&self) -> bool {
+        self.pending.is_empty() && self.members.values().all(|m| m.join_tx.is_some())
+    }
+
+    pub fn is_static_fenced(&self, instance_id: Option<&str>, member_id: &str) -> bool {
+        match instance_id.and_then(|i| self.statics.get(i)) {
+            Some(id) => id != member_id,
+            None => false,
+        }
+    }
+
+    /// Removes a member; a new leader is the longest-standing remaining member.
+    pub fn remove_member(&mut self, id: &str) -> Option<Member> {
+        let m = self.members.remove(id)?;
+        if let Some(inst) = &m.instance_id
+            && self.statics.get(inst).map(String::as_str) == Some(id)
+        {
+            self.statics.remove(inst);
+        }
+        if self.leader.as_deref() == Some(id) {
+            self.leader = self.first_member();
+        }
+        Some(m)
+    }
+
+    pub fn first_member(&self) -> Option<String> {
+        self.members
+            .values()
+            .min_by_key(|m| m.seq)
+            .map(|m| m.id.clone())
+    }
+
+    pub fn max_rebalance_timeout_ms(&self) -> i32 {
+        self.members
+            .values()
+            .map(|m| m.rebalance_timeout_ms)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Topics the members subscribe to, when the group uses the consumer protocol and its
+    /// subscriptions parse (Kafka's `computeSubscribedTopics`); `None` when unknown.
+    pub fn subscribed_topics(&self) -> Option<HashSet<String>> {
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return None;
+        }
+        if self.members.is_empty() {
+            return Some(HashSet::new());
+        }
+        let protocol = self.protocol.as_deref()?;
+        let mut all = HashSet::new();
+        for m in self.members.values() {
+            all.extend(subscription_topics(&m.metadata(protocol))?);
+        }
+        Some(all)
+    }
+
+    /// Kafka's `isSubscribedToTopic`.
+    pub fn is_subscribed_to(&self, topic: &str) -> bool {
+        match self.subscribed_topics() {
+            Some(t) => t.contains(topic),
+            None => self.protocol_type.as_deref() == Some("consumer"),
+        }
+    }
+
+    /// The GroupMetadataValue of the current generation.
+    pub fn to_value(&self) -> GroupValue {
+        let protocol = self.protocol.clone();
+        let mut members: Vec<&Member> = self.members.values().collect();
+        members.sort_by_key(|m| m.seq);
+        GroupValue {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: protocol.clone(),
+            leader: self.leader.clone(),
+            state_timestamp: self.state_ts,
+            members: members
+                .into_iter()
+                .map(|m| MemberValue {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: protocol
+                        .as_deref()
+                        .map(|p| m.metadata(p))
+                        .unwrap_or_default(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The topics of a ConsumerProtocolSubscription (every version starts with v0's fields:
+/// version, topics, user data).
+pub fn subscription_topics(meta: &[u8]) -> Option<Vec<String>> {
+    let mut b = meta;
+    if b.remaining() < 6 {
+        return None;
+    }
+    let _version = b.get_i16();
+    let n = b.get_i32();
+    if n < 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    for _ in 0..n {
+        if b.remaining() < 2 {
+            return None;
+        }
+        let len = b.get_i16();
+        if len < 0 || b.remaining() < len as usize {
+            return None;
+        }
+        out.push(String::from_utf8(b[..len as usize].to_vec()).ok()?);
+        b.advance(len as usize);
+    }
+    Some(out)
+}
