@@ -709,10 +709,12 @@ impl Coordinator {
         let (me, cell) = (self.clone(), cell.clone());
         tokio::spawn(async move {
             loop {
+                // The deadline can also move earlier (a new member's join timeout is replaced
+                // by its session timeout): wake at least once per session timeout.
                 let deadline = {
                     let g = cell.lock().await;
                     match g.members.get(&id) {
-                        Some(m) if m.seq == seq => m.deadline,
+                        Some(m) if m.seq == seq => m.deadline.min(Instant::now() + session(m)),
                         _ => return,
                     }
                 };

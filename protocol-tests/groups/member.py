@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""One confluent-kafka group member, run as a subprocess so it can be killed with SIGKILL.
+
+Usage: member.py <bootstrap> <group> <topic> [key=value librdkafka settings...]
+Prints JSON lines on stdout: {"ev": "assign"|"revoke"|"lost", "parts": [...], "proto": ...},
+{"ev": "msg", "p": partition, "o": offset} (the processing: printed before the
+synchronous commit of its offset), {"ev": "closed"}. SIGTERM closes cleanly.
+"""
+import json
+import signal
+import sys
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+bootstrap, group, topic = sys.argv[1:4]
+conf = {
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 500,
+    "topic.metadata.refresh.interval.ms": 2000,
+}
+for kv in sys.argv[4:]:
+    k, _, v = kv.partition("=")
+    conf[k] = v
+running = True
+
+
+def out(**kw):
+    sys.stdout.write(json.dumps(kw) + "\n")
+    sys.stdout.flush()
+
+
+def stop(*_):
+    global running
+    running = False
+
+
+signal.signal(signal.SIGTERM, stop)
+c = Consumer(conf)
+
+
+def on_assign(cons, parts):
+    out(ev="assign", parts=sorted(p.partition for p in parts), proto=cons.rebalance_protocol() if hasattr(cons, "rebalance_protocol") else "")
+    if conf.get("partition.assignment.strategy") == "cooperative-sticky":
+        cons.incremental_assign(parts)
+    else:
+        cons.assign(parts)
+
+
+def on_revoke(cons, parts):
+    out(ev="revoke", parts=sorted(p.partition for p in parts))
+    if conf.get("partition.assignment.strategy") == "cooperative-sticky":
+        cons.incremental_unassign(parts)
+    else:
+        cons.unassign()
+
+
+def on_lost(cons, parts):
+    out(ev="lost", parts=sorted(p.partition for p in parts))
+
+
+c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+while running:
+    m = c.poll(0.2)
+    if m is None or m.error():
+        continue
+    out(ev="msg", p=m.partition(), o=m.offset())  # processing, then the commit
+    try:
+        c.commit(message=m, asynchronous=False)
+    except KafkaException as e:
+        # A commit racing a rebalance fails; the message is redelivered (at least once).
+        out(ev="commit_failed", p=m.partition(), o=m.offset(), err=str(e))
+c.close()
+out(ev="closed")
