@@ -54,7 +54,9 @@ pub struct RequestCtx {
 impl RequestCtx {
     /// The client host as Kafka reports it (`InetAddress.toString`: "/127.0.0.1").
     pub fn client_host(&self) -> String {
-        self.peer.map(|a| format!("/{}", a.ip())).unwrap_or_default()
+        self.peer
+            .map(|a| format!("/{}", a.ip()))
+            .unwrap_or_default()
     }
 }
 

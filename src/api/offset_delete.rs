@@ -44,7 +44,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
         resp.topics.push(rt);
     }
-    match b.groups.delete_offsets(req.group_id.0.as_str(), asked).await {
+    match b
+        .groups
+        .delete_offsets(req.group_id.0.as_str(), asked)
+        .await
+    {
         Ok(codes) => {
             for ((ti, pi), code) in slots.into_iter().zip(codes) {
                 resp.topics[ti].partitions[pi].error_code = code;

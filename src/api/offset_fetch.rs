@@ -36,7 +36,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .map(|t| (t.name.0.to_string(), t.partition_indexes))
                 .collect()
         });
-        match b.groups.fetch_offsets(req.group_id.0.as_str(), topics).await {
+        match b
+            .groups
+            .fetch_offsets(req.group_id.0.as_str(), topics)
+            .await
+        {
             Ok(found) => {
                 resp.topics = found
                     .into_iter()
@@ -82,10 +86,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     let mut t = OffsetFetchResponseTopics::default();
                     if v >= 10 {
                         t.topic_id = ids.get(&name).copied().unwrap_or_else(|| {
-                            b.controller
-                                .topic(&name)
-                                .map(|i| i.id)
-                                .unwrap_or_default()
+                            b.controller.topic(&name).map(|i| i.id).unwrap_or_default()
                         });
                     } else {
                         t.name = TopicName(sb(name));

@@ -50,7 +50,10 @@ impl GroupConfig {
             max_session_timeout_ms: c.group_max_session_timeout_ms,
             initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
             offsets_retention_ms: c.offsets_retention_minutes * 60_000,
-            offsets_retention_check_interval_ms: raw("offsets.retention.check.interval.ms", 600_000),
+            offsets_retention_check_interval_ms: raw(
+                "offsets.retention.check.interval.ms",
+                600_000,
+            ),
             offset_metadata_max_bytes: raw("offset.metadata.max.bytes", 4096) as usize,
         }
     }
@@ -592,7 +595,12 @@ impl Coordinator {
         }
     }
 
-    async fn prepare_rebalance(self: &Arc<Self>, cell: &Arc<GroupCell>, g: &mut Group, reason: &str) {
+    async fn prepare_rebalance(
+        self: &Arc<Self>,
+        cell: &Arc<GroupCell>,
+        g: &mut Group,
+        reason: &str,
+    ) {
         if g.state == State::CompletingRebalance {
             for m in g.members.values_mut() {
                 m.assignment = Bytes::new();
@@ -985,7 +993,9 @@ impl Coordinator {
                 if g.is_static_fenced(p.instance_id.as_deref(), &p.member_id) {
                     return Err(E::FencedInstanceId.code());
                 }
-                if p.instance_id.as_ref().is_some_and(|i| !g.statics.contains_key(i))
+                if p.instance_id
+                    .as_ref()
+                    .is_some_and(|i| !g.statics.contains_key(i))
                     || !g.members.contains_key(&p.member_id)
                 {
                     return Err(E::UnknownMemberId.code());
@@ -1244,12 +1254,15 @@ impl Coordinator {
         let retention = self.cfg.offsets_retention_ms;
         for cell in self.cells() {
             let mut g = cell.lock().await;
-            let base: Option<Box<dyn Fn(&Committed) -> i64 + Send + Sync>> = match &g.protocol_type {
+            let base: Option<Box<dyn Fn(&Committed) -> i64 + Send + Sync>> = match &g.protocol_type
+            {
                 Some(_) if g.state == State::Empty => {
                     let ts = g.state_ts;
-                    Some(Box::new(move |c: &Committed| {
-                        if ts > 0 { ts } else { c.commit_timestamp }
-                    }))
+                    Some(Box::new(
+                        move |c: &Committed| {
+                            if ts > 0 { ts } else { c.commit_timestamp }
+                        },
+                    ))
                 }
                 Some(_) => None,
                 None => Some(Box::new(|c: &Committed| c.commit_timestamp)),

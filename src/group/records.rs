@@ -290,7 +290,11 @@ pub fn decode_group(buf: Bytes) -> R<GroupValue> {
     let mut members = Vec::new();
     for _ in 0..n {
         let member_id = r.str()?;
-        let instance_id = if version >= 3 { r.nullable_str()? } else { None };
+        let instance_id = if version >= 3 {
+            r.nullable_str()?
+        } else {
+            None
+        };
         let client_id = r.str()?;
         let client_host = r.str()?;
         let session_timeout_ms;
@@ -396,6 +400,9 @@ mod tests {
         b.put_i64(5);
         b.put_i64(-1);
         let v = decode_offset(b.freeze()).unwrap();
-        assert_eq!((v.offset, v.leader_epoch, v.metadata.as_str()), (10, -1, "m"));
+        assert_eq!(
+            (v.offset, v.leader_epoch, v.metadata.as_str()),
+            (10, -1, "m")
+        );
     }
 }
