@@ -1,0 +1,1 @@
+../confluent-kafka/harness.py
