@@ -4,9 +4,7 @@
 // (and `SKIP kafkajs <scenario>: <reason>`). kafkajs's own log goes to stderr.
 //
 // Env: BOOTSTRAP (host:port, required), BROKER_KIND (sluice|kafka),
-//      KAFKAJS_GROUP=1|0: run the consumer-group scenario (default: 1 against kafka, 0 against
-//      sluice until Sluice has group coordination: FindCoordinator/JoinGroup/SyncGroup/Heartbeat/
-//      OffsetCommit/OffsetFetch).
+//      KAFKAJS_GROUP=1|0: run the consumer-group scenarios (default 1).
 //
 // Reading back without a consumer group: kafkajs has no public group-less consumer, so the
 // suite takes kafkajs's own Cluster object (the one its producer/consumer/admin use internally)
@@ -24,7 +22,7 @@ if (!BOOTSTRAP) {
 }
 const [BHOST, BPORT] = BOOTSTRAP.split(':')
 const KIND = process.env.BROKER_KIND || 'sluice'
-const GROUP_TESTS = (process.env.KAFKAJS_GROUP || (KIND === 'kafka' ? '1' : '0')) === '1'
+const GROUP_TESTS = (process.env.KAFKAJS_GROUP || '1') === '1'
 
 const RUN_ID = `${process.pid}-${Date.now() % 100000}`
 const TOPIC = `kjs-main-${RUN_ID}`
@@ -497,8 +495,43 @@ async function main() {
         check(hi && p.offset === hi.high, `committed offset of partition ${p.partition} is ${p.offset}, expected ${hi && hi.high}`)
       }
     }, 120000)
+
+    // Two members of one group share a 4-partition topic 2/2 and commit what they consumed.
+    await scenario('consumer-group-two-members', async () => {
+      const topic = `kjs-group2-${RUN_ID}`
+      const groupId = `kjs-group2-${RUN_ID}`
+      await admin.createTopics({ topics: [{ topic, numPartitions: 4 }], waitForLeaders: true })
+      const members = [0, 1].map(() => kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500, retry: { retries: 3 } }))
+      const assigned = [null, null]
+      const seen = new Set()
+      try {
+        for (const [i, c] of members.entries()) {
+          c.on(c.events.GROUP_JOIN, e => { assigned[i] = (e.payload.memberAssignment[topic] || []).slice().sort() })
+          await c.connect()
+          await c.subscribe({ topic, fromBeginning: true })
+          await c.run({
+            autoCommit: true,
+            autoCommitInterval: 200,
+            eachMessage: async ({ partition, message }) => { seen.add(`${partition}:${message.offset}`) },
+          })
+        }
+        await eventually(() => assigned[0] && assigned[1] && assigned[0].length === 2 && assigned[1].length === 2,
+          40000, `both members with 2 partitions (${JSON.stringify(assigned)})`)
+        check(assigned[0].every(p => !assigned[1].includes(p)), `overlapping assignments ${JSON.stringify(assigned)}`)
+        const messages = []
+        for (let p = 0; p < 4; p++) for (let i = 0; i < 10; i++) messages.push({ partition: p, value: `v${p}-${i}` })
+        await producer.send({ topic, messages })
+        await eventually(() => seen.size === 40, 30000, `40 messages consumed (got ${seen.size})`)
+        await sleep(1000)
+      } finally {
+        for (const c of members) await c.disconnect().catch(() => {})
+      }
+      const committed = await admin.fetchOffsets({ groupId, topics: [topic] })
+      const offs = committed[0].partitions.map(p => `${p.partition}:${p.offset}`).sort()
+      check(JSON.stringify(offs) === JSON.stringify(['0:10', '1:10', '2:10', '3:10']), `committed ${offs}`)
+    }, 90000)
   } else {
-    skip('consumer-group-from-beginning', 'needs group coordination (set KAFKAJS_GROUP=1 to run)')
+    skip('consumer-group-from-beginning', 'KAFKAJS_GROUP=0')
   }
 
   // -- delete a topic, then create it again: it must come back empty --
