@@ -1254,20 +1254,14 @@ impl Coordinator {
         let retention = self.cfg.offsets_retention_ms;
         for cell in self.cells() {
             let mut g = cell.lock().await;
-            let base: Option<Box<dyn Fn(&Committed) -> i64 + Send + Sync>> = match &g.protocol_type
-            {
-                Some(_) if g.state == State::Empty => {
-                    let ts = g.state_ts;
-                    Some(Box::new(
-                        move |c: &Committed| {
-                            if ts > 0 { ts } else { c.commit_timestamp }
-                        },
-                    ))
-                }
-                Some(_) => None,
-                None => Some(Box::new(|c: &Committed| c.commit_timestamp)),
+            // The time an offset's retention counts from: the moment an empty group became
+            // empty (else its commit time); a simple group's commit time. None: kept.
+            let since: Option<i64> = match &g.protocol_type {
+                Some(_) if g.state == State::Empty => Some(g.state_ts),
+                Some(_) => continue,
+                None => None,
             };
-            let Some(base) = base else { continue };
+            let base = |c: &Committed| since.filter(|t| *t > 0).unwrap_or(c.commit_timestamp);
             let expired: Vec<(String, i32)> = g
                 .offsets
                 .iter()
