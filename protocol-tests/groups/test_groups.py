@@ -296,6 +296,18 @@ def broker_ctl(cmd):
     check(r.returncode == 0, "broker-ctl %s failed: %s" % (cmd, r.stderr[-500:]))
 
 
+def first_offsets(c, topic, partitions, timeout=40):
+    """Subscribes `c` to `topic`; the offset of the first message it gets from each partition."""
+    c.subscribe([topic])
+    first = {}
+    deadline = time.monotonic() + timeout
+    while len(first) < partitions and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            first.setdefault(m.partition(), m.offset())
+    return first
+
+
 @S.scenario("commits-survive-kill9", timeout=200)
 def commits_survive_kill9():
     topic = create_topic(name("k9"), 3)
@@ -303,13 +315,7 @@ def commits_survive_kill9():
     produce(topic, 3, 20, "k")
     c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "error_cb": quiet})
-    c.subscribe([topic])
-    seen = {}
-    deadline = time.monotonic() + 40
-    while len(seen) < 3 and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            seen.setdefault(m.partition(), m.offset())
+    seen = first_offsets(c, topic, 3)
     check(len(seen) == 3, "group consumer got messages from %s only" % seen)
     want = {0: 7, 1: 11, 2: 13}
     c.commit(offsets=[TopicPartition(topic, p, o, metadata="meta-%d" % p) for p, o in want.items()],
@@ -343,13 +349,7 @@ def commits_survive_kill9():
     # a member rejoining resumes exactly at the committed offsets
     c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "error_cb": quiet})
-    c.subscribe([topic])
-    first = {}
-    deadline = time.monotonic() + 40
-    while len(first) < 3 and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            first.setdefault(m.partition(), m.offset())
+    first = first_offsets(c, topic, 3)
     c.close()
     check(first == want, "rejoined consumer started at %s, committed %s" % (first, want))
 

@@ -545,12 +545,7 @@ impl Coordinator {
                         .await;
                     return Reply::Later(rx);
                 }
-                let records = vec![(
-                    records::encode_key(&Key::Group {
-                        group: g.id.clone(),
-                    }),
-                    Some(records::encode_group(&g.to_value())),
-                )];
+                let records = vec![group_record(g)];
                 if let Err(e) = self.log.append(&g.id, records).await {
                     // Undo: the old member id stays the member.
                     let mut m = g.members.remove(&new_id).unwrap();
@@ -681,12 +676,7 @@ impl Coordinator {
             g.leader = None;
             g.transition(State::Empty, now_ms());
             info!(group = %g.id, generation = g.generation, "group is empty");
-            let records = vec![(
-                records::encode_key(&Key::Group {
-                    group: g.id.clone(),
-                }),
-                Some(records::encode_group(&g.to_value())),
-            )];
+            let records = vec![group_record(g)];
             let _ = self.log.append(&g.id, records).await;
             return;
         }
@@ -853,12 +843,7 @@ impl Coordinator {
         for m in g.members.values_mut() {
             m.assignment = given.remove(&m.id).unwrap_or_default();
         }
-        let records = vec![(
-            records::encode_key(&Key::Group {
-                group: g.id.clone(),
-            }),
-            Some(records::encode_group(&g.to_value())),
-        )];
+        let records = vec![group_record(g)];
         let generation = g.generation;
         let stored = self.log.append(&g.id, records).await;
         if g.state != State::CompletingRebalance || g.generation != generation {
@@ -1301,6 +1286,16 @@ impl Coordinator {
 
 fn session(m: &Member) -> Duration {
     Duration::from_millis(m.session_timeout_ms.max(0) as u64)
+}
+
+/// The GroupMetadata record of the group's current generation.
+fn group_record(g: &Group) -> (Bytes, Option<Bytes>) {
+    (
+        records::encode_key(&Key::Group {
+            group: g.id.clone(),
+        }),
+        Some(records::encode_group(&g.to_value())),
+    )
 }
 
 fn offset_key(group: &str, topic: &str, partition: i32) -> Bytes {
