@@ -8,11 +8,10 @@ librdkafka's producer is not idempotent by default, so nothing to turn off here.
 import random
 import socket
 import struct
-import sys
 import time
 
 from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer,
-                             TopicPartition, OFFSET_END)
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
@@ -604,7 +603,7 @@ def list_offsets_and_watermarks():
 def message_too_large():
     t = create_topic(topic_name("too-large"))
     p = producer(**{"message.max.bytes": 10_000_000, "compression.type": "none"})
-    before = produce_all(p, t, [{"partition": 0, "value": b"before"}])
+    produce_all(p, t, [{"partition": 0, "value": b"before"}])
     big = random.Random(7).randbytes(2 * 1024 * 1024)
     dl = DeliveryLog()
     p.produce(t, value=big, partition=0, on_delivery=dl)

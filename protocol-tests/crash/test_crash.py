@@ -9,14 +9,13 @@ Needs $BROKER_CTL (kill9 / start / restart).
 import re
 import shlex
 import subprocess
-import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import BOOTSTRAP, BROKER_CTL, RUN_TAG, Suite, check, host_port, info, wait_until
+from harness import BOOTSTRAP, BROKER_CTL, RUN_TAG, Suite, check, info, wait_until
 
 S = Suite("crash")
 T = 30

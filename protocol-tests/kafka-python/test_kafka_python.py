@@ -7,13 +7,11 @@ kafka-python 3 makes producers idempotent by default; that needs InitProducerId.
 """
 import logging
 import random
-import sys
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, wait_until
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, wait_until
 
 S = Suite("kafka-python")
 T = 30  # seconds: bound for any single client wait
