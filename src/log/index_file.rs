@@ -1,7 +1,14 @@
 //! The file plumbing shared by the offset and time indexes: fixed-size big-endian entries
-//! held in memory and written through to an exactly sized, append-only file.
+//! held in memory and appended to an exactly sized file.
+//!
+//! No file descriptor is held: entries are written in groups (every [`WRITE_EVERY`] entries,
+//! and on flush, which runs at segment roll and close), so a broker with many partitions
+//! holds one descriptor per segment (its `.log`), not three. After a crash the file may lack
+//! the newest entries; a sparse index with fewer entries is still correct (lookups scan a
+//! little further), and recovery rebuilds the indexes of the segments it checks.
 
-use std::fs::{File, OpenOptions};
+use std::cell::Cell;
+use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -13,10 +20,14 @@ pub trait IndexEntry: Copy + std::fmt::Debug {
     fn encode(&self, out: &mut [u8]);
 }
 
+/// Pending entries are written once this many have gathered.
+pub const WRITE_EVERY: usize = 64;
+
 pub struct IndexFile<E> {
     path: PathBuf,
-    file: File,
     entries: Vec<E>,
+    /// How many of `entries` are in the file.
+    written: Cell<usize>,
     max_entries: usize,
 }
 
@@ -35,10 +46,10 @@ impl<E: IndexEntry> IndexFile<E> {
         if whole != data.len() {
             file.set_len(whole as u64)?;
         }
-        let entries = data[..whole].chunks_exact(E::SIZE).map(E::decode).collect();
+        let entries: Vec<E> = data[..whole].chunks_exact(E::SIZE).map(E::decode).collect();
         Ok(IndexFile {
             path: path.to_path_buf(),
-            file,
+            written: Cell::new(entries.len()),
             entries,
             max_entries: (max_index_bytes / E::SIZE).max(1),
         })
@@ -56,22 +67,49 @@ impl<E: IndexEntry> IndexFile<E> {
         self.entries.len() >= self.max_entries
     }
 
-    /// Writes `e` after the last entry.
+    fn open_for_write(&self) -> io::Result<std::fs::File> {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+    }
+
+    /// Adds `e` after the last entry.
     pub fn push(&mut self, e: E) -> io::Result<()> {
-        let mut buf = [0u8; 16];
-        e.encode(&mut buf[..E::SIZE]);
-        self.file
-            .write_all_at(&buf[..E::SIZE], (self.entries.len() * E::SIZE) as u64)?;
         self.entries.push(e);
+        if self.entries.len() - self.written.get() >= WRITE_EVERY {
+            self.write_pending()?;
+        }
         Ok(())
+    }
+
+    /// Appends the entries not yet in the file; returns whether anything was written.
+    fn write_pending(&self) -> io::Result<bool> {
+        let from = self.written.get();
+        if from >= self.entries.len() {
+            return Ok(false);
+        }
+        let mut buf = vec![0u8; (self.entries.len() - from) * E::SIZE];
+        for (e, out) in self.entries[from..]
+            .iter()
+            .zip(buf.chunks_exact_mut(E::SIZE))
+        {
+            e.encode(out);
+        }
+        self.open_for_write()?
+            .write_all_at(&buf, (from * E::SIZE) as u64)?;
+        self.written.set(self.entries.len());
+        Ok(true)
     }
 
     /// Keeps the first `keep` entries.
     pub fn truncate(&mut self, keep: usize) -> io::Result<()> {
-        if keep < self.entries.len() {
-            self.file.set_len((keep * E::SIZE) as u64)?;
-            self.entries.truncate(keep);
+        if keep < self.written.get() {
+            self.open_for_write()?.set_len((keep * E::SIZE) as u64)?;
+            self.written.set(keep);
         }
+        self.entries.truncate(keep);
         Ok(())
     }
 
@@ -94,8 +132,10 @@ impl<E: IndexEntry> IndexFile<E> {
         Ok(())
     }
 
+    /// Writes pending entries and syncs the file.
     pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.write_pending()?;
+        self.open_for_write()?.sync_data()
     }
 
     /// Removes the file.

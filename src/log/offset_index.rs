@@ -280,6 +280,7 @@ mod tests {
         assert_eq!(idx.last_entry_within(500, i64::MAX), None);
         assert!(idx.sanity_check(10_001).is_ok());
         assert!(idx.sanity_check(10_000).is_err());
+        idx.flush().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 80);
 
         // partial trailing entry is ignored and cut off
@@ -311,6 +312,9 @@ mod tests {
         );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
         idx.append(125, 2500).unwrap();
+        // Appends reach the file in groups, and at the latest on flush.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
+        idx.flush().unwrap();
         let idx2 = OffsetIndex::open(&path, 100, 1024).unwrap();
         assert_eq!(idx2.len(), 3);
         assert_eq!(

@@ -233,6 +233,7 @@ mod tests {
         );
         assert!(idx.sanity_check(61).is_ok());
         assert!(idx.sanity_check(60).is_err());
+        idx.flush().unwrap();
 
         std::fs::OpenOptions::new()
             .append(true)
