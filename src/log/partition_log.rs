@@ -281,8 +281,10 @@ impl Log {
             }
         }
         if segments.is_empty() {
+            // A new, empty log: not synced (one fsync per partition made creating a
+            // 10,000-partition topic take 20 s). If the files vanish in a power loss, open
+            // creates them again; data written later is synced per the flush policy.
             segments.insert(0, Segment::create(dir, 0, &config)?);
-            changed_dir = true;
         }
         if changed_dir {
             sync_dir(dir)?;
