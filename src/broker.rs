@@ -8,12 +8,15 @@ use anyhow::Result;
 
 use crate::cluster::Controller;
 use crate::config::BrokerConfig;
+use crate::producer::ProducerIdManager;
 
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
     /// Advertised host and port of this node.
     pub advertised: (String, u16),
+    /// Producer id allocation (InitProducerId).
+    pub producer_ids: ProducerIdManager,
 }
 
 impl Broker {
@@ -21,10 +24,12 @@ impl Broker {
         let config = Arc::new(config);
         let controller = Controller::open(config.clone())?;
         let advertised = config.advertised();
+        let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         Ok(Arc::new(Broker {
             config,
             controller,
             advertised,
+            producer_ids,
         }))
     }
 
@@ -45,6 +50,31 @@ impl Broker {
                 let _ =
                     tokio::task::spawn_blocking(move || b2.controller.apply_retention(now_ms()))
                         .await;
+            }
+        });
+        self.spawn_producer_expiration();
+    }
+
+    /// Every `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
+    /// `producer.id.expiration.ms`.
+    fn spawn_producer_expiration(self: &Arc<Self>) {
+        let b = self.clone();
+        tokio::spawn(async move {
+            let every = Duration::from_millis(b.config.producer_id_expiration_check_interval_ms);
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let b2 = b.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    let ttl = b2.config.producer_id_expiration_ms;
+                    for t in b2.controller.topics() {
+                        for p in &t.partitions {
+                            p.remove_expired_producers(now_ms(), ttl);
+                        }
+                    }
+                })
+                .await;
             }
         });
     }

@@ -22,6 +22,7 @@ pub mod describe_cluster;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -57,6 +58,8 @@ pub static APIS: &[ApiSpec] = &[
     create_topics::SPEC,
     delete_topics::SPEC,
     describe_cluster::SPEC,
+    // issue 4: producer
+    init_producer_id::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
