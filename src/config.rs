@@ -343,6 +343,15 @@ impl BrokerConfig {
         Self::from_pairs(pairs)
     }
 
+    /// True if `key` was given a value other than Kafka's default (config file or override).
+    pub fn is_explicitly_set(&self, key: &str) -> bool {
+        match (self.raw.get(key), KNOWN.iter().find(|(k, _)| *k == key)) {
+            (Some(v), Some((_, default))) => v != default,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
     /// The advertised host and port of this broker (first advertised listener).
     pub fn advertised(&self) -> (String, u16) {
         let l = &self.advertised_listeners[0];

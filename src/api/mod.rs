@@ -19,6 +19,7 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
@@ -60,6 +61,7 @@ pub static APIS: &[ApiSpec] = &[
     describe_cluster::SPEC,
     // issue 4: producer
     init_producer_id::SPEC,
+    describe_configs::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
