@@ -5,8 +5,8 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
-use common::{Client, TestBroker};
+use bytes::Bytes;
+use common::{Client, TestBroker, record_batch_from};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -17,9 +17,6 @@ use kafka_protocol::messages::{
     TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 const TOPIC: &str = "idem";
 
@@ -29,34 +26,11 @@ fn batch(n: usize, pid: i64, epoch: i16, seq: i32) -> Bytes {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: now,
-            key: None,
-            value: Some(Bytes::from(format!("p{pid}-s{}", seq + i as i32))),
-            headers: Default::default(),
-        })
+    let values: Vec<String> = (0..n)
+        .map(|i| format!("p{pid}-s{}", seq + i as i32))
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    record_batch_from(&values, now, Some((pid, epoch, seq)))
 }
 
 /// Produces one batch (acks=all, v9); returns (error code, base offset).
