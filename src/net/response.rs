@@ -20,15 +20,15 @@ pub enum Chunk {
 }
 
 impl Chunk {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Chunk::Bytes(b) => b.len(),
             Chunk::File { len, .. } => *len,
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -52,7 +52,7 @@ impl Response {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.chunks.iter().all(Chunk::is_empty)
     }
 }
 
