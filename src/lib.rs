@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod log;
 pub mod net;
+pub mod producer;
 
 #[global_allocator]
 static GLOBAL: alloc::GuardedAlloc = alloc::GuardedAlloc;

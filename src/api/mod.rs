@@ -19,9 +19,11 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -57,6 +59,9 @@ pub static APIS: &[ApiSpec] = &[
     create_topics::SPEC,
     delete_topics::SPEC,
     describe_cluster::SPEC,
+    // issue 4: producer
+    init_producer_id::SPEC,
+    describe_configs::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
