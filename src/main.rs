@@ -32,6 +32,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
         Ok(c) => c,
