@@ -9,12 +9,15 @@ use anyhow::Result;
 use crate::cluster::Controller;
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
+use crate::producer::ProducerIdManager;
 
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
     /// Advertised host and port of this node.
     pub advertised: (String, u16),
+    /// Producer id allocation (InitProducerId).
+    pub producer_ids: ProducerIdManager,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
     pub groups: Arc<Coordinator>,
 }
@@ -24,11 +27,13 @@ impl Broker {
         let config = Arc::new(config);
         let controller = Controller::open(config.clone())?;
         let advertised = config.advertised();
+        let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let group_config = GroupConfig::from_broker(&config);
         let broker = Arc::new_cyclic(|me| Broker {
             config,
             controller,
             advertised,
+            producer_ids,
             groups: Coordinator::new(
                 group_config,
                 Arc::new(store::TopicLog { broker: me.clone() }),
@@ -43,20 +48,33 @@ impl Broker {
         self.config.node_id
     }
 
-    /// Periodic housekeeping: retention every `log.retention.check.interval.ms`.
+    /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
+    /// `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
+    /// `producer.id.expiration.ms`.
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
+        self.spawn_periodic(self.config.log_retention_check_interval_ms, |b| {
+            b.controller.apply_retention(now_ms())
+        });
+        self.spawn_periodic(self.config.producer_id_expiration_check_interval_ms, |b| {
+            for t in b.controller.topics() {
+                for p in &t.partitions {
+                    p.remove_expired_producers(now_ms(), b.config.producer_id_expiration_ms);
+                }
+            }
+        });
+    }
+
+    /// Runs `job` on the blocking pool every `every_ms`, the first time after one interval.
+    fn spawn_periodic(self: &Arc<Self>, every_ms: u64, job: fn(&Broker)) {
         let b = self.clone();
         tokio::spawn(async move {
-            let every = Duration::from_millis(b.config.log_retention_check_interval_ms);
-            let mut tick = tokio::time::interval(every);
+            let mut tick = tokio::time::interval(Duration::from_millis(every_ms));
             tick.tick().await;
             loop {
                 tick.tick().await;
                 let b2 = b.clone();
-                let _ =
-                    tokio::task::spawn_blocking(move || b2.controller.apply_retention(now_ms()))
-                        .await;
+                let _ = tokio::task::spawn_blocking(move || job(&b2)).await;
             }
         });
     }

@@ -65,6 +65,7 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     pub offsets_retention_minutes: i64,
     pub producer_id_expiration_ms: i64,
+    pub producer_id_expiration_check_interval_ms: u64,
     /// Every property as finally set (defaults, file, overrides), for DescribeConfigs later.
     pub raw: BTreeMap<String, String>,
 }
@@ -106,6 +107,7 @@ const KNOWN: &[(&str, &str)] = &[
     ("group.max.session.timeout.ms", "1800000"),
     ("offsets.retention.minutes", "10080"),
     ("producer.id.expiration.ms", "86400000"),
+    ("producer.id.expiration.check.interval.ms", "600000"),
 ];
 
 fn is_known(key: &str) -> bool {
@@ -319,6 +321,8 @@ impl BrokerConfig {
             group_max_session_timeout_ms: p.num("group.max.session.timeout.ms")?,
             offsets_retention_minutes: p.num_at_least("offsets.retention.minutes", 1)?,
             producer_id_expiration_ms: p.num_at_least("producer.id.expiration.ms", 1)?,
+            producer_id_expiration_check_interval_ms: p
+                .num_at_least("producer.id.expiration.check.interval.ms", 1)?,
             raw: p.0,
         };
         Ok(cfg)
@@ -337,6 +341,15 @@ impl BrokerConfig {
             pairs.push(parse_override(o)?);
         }
         Self::from_pairs(pairs)
+    }
+
+    /// True if `key` was given a value other than Kafka's default (config file or override).
+    pub fn is_explicitly_set(&self, key: &str) -> bool {
+        match (self.raw.get(key), KNOWN.iter().find(|(k, _)| *k == key)) {
+            (Some(v), Some((_, default))) => v != default,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
     }
 
     /// The advertised host and port of this broker (first advertised listener).

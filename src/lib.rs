@@ -13,6 +13,7 @@ pub mod config;
 pub mod group;
 pub mod log;
 pub mod net;
+pub mod producer;
 
 #[global_allocator]
 static GLOBAL: alloc::GuardedAlloc = alloc::GuardedAlloc;

@@ -32,11 +32,13 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
         Ok(c) => c,
         Err(e) => fail(&format!("{e:#}")),
     };
+    raise_fd_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -44,6 +46,18 @@ fn main() {
     let code = rt.block_on(run(config));
     rt.shutdown_timeout(Duration::from_millis(200));
     std::process::exit(code);
+}
+
+/// Each segment holds a file descriptor and each client a socket: raise the soft limit on
+/// open files to the hard limit, as Kafka's documentation asks operators to do.
+fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        tracing::warn!("cannot raise the open-file limit from {soft} to {hard}: {e}");
+    }
 }
 
 fn fail(msg: &str) -> ! {

@@ -212,6 +212,28 @@ fn start_up_errors_name_the_key_or_address() {
 }
 
 #[test]
+fn describe_cluster_names_this_node_as_broker_and_controller() {
+    use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+    let b = TestBroker::start(&["node.id=7"]);
+    let mut c = b.connect();
+    let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &MetadataRequest::default());
+    for v in 0..=2 {
+        let r: DescribeClusterResponse = c.call(
+            ApiKey::DescribeCluster,
+            v,
+            &DescribeClusterRequest::default(),
+        );
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.controller_id.0, 7);
+        assert_eq!(r.brokers.len(), 1);
+        assert_eq!(r.brokers[0].broker_id.0, 7);
+        assert_eq!(r.brokers[0].host.as_str(), "127.0.0.1");
+        assert_eq!(r.brokers[0].port, b.port as i32);
+        assert_eq!(Some(r.cluster_id.clone()), md.cluster_id);
+    }
+}
+
+#[test]
 fn client_is_usable_after_reconnects() {
     let b = TestBroker::start(&[]);
     for _ in 0..20 {

@@ -8,7 +8,6 @@ by default (enable_idempotence=False), so nothing to turn off.
 import asyncio
 import logging
 import random
-import sys
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition

@@ -3,16 +3,16 @@
 
 Consumer groups are not available yet (issue 3): every read uses assign() with
 explicit offsets, a placeholder group.id and enable.auto.commit=false.
-librdkafka's producer is not idempotent by default, so nothing to turn off here.
+librdkafka's producer is not idempotent by default; the suite's producers turn
+enable.idempotence on (InitProducerId, sequence numbers checked by the broker).
 """
 import random
 import socket
 import struct
-import sys
 import time
 
 from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer,
-                             TopicPartition, OFFSET_END)
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
@@ -37,7 +37,7 @@ def admin():
 
 def producer(**extra):
     conf = {"bootstrap.servers": BOOTSTRAP, "linger.ms": 5, "acks": "all",
-            "error_cb": log_error_cb}
+            "enable.idempotence": True, "error_cb": log_error_cb}
     conf.update(extra)
     return Producer(conf)
 
@@ -604,7 +604,7 @@ def list_offsets_and_watermarks():
 def message_too_large():
     t = create_topic(topic_name("too-large"))
     p = producer(**{"message.max.bytes": 10_000_000, "compression.type": "none"})
-    before = produce_all(p, t, [{"partition": 0, "value": b"before"}])
+    produce_all(p, t, [{"partition": 0, "value": b"before"}])
     big = random.Random(7).randbytes(2 * 1024 * 1024)
     dl = DeliveryLog()
     p.produce(t, value=big, partition=0, on_delivery=dl)

@@ -3,17 +3,15 @@
 
 Consumer groups are not available yet (issue 3): reads use KafkaConsumer(group_id=None)
 with assign() + seek_to_beginning(), no commits.
-kafka-python 3 makes producers idempotent by default; that needs InitProducerId.
+kafka-python 3 makes producers idempotent by default (InitProducerId); they run with that default.
 """
 import logging
 import random
-import sys
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, wait_until
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, wait_until
 
 S = Suite("kafka-python")
 T = 30  # seconds: bound for any single client wait
@@ -28,7 +26,6 @@ def topic_name(base):
 
 def producer(**extra):
     conf = dict(bootstrap_servers=BOOTSTRAP,
-                enable_idempotence=False,  # issue 4 (idempotent producer) lifts this
                 acks="all", linger_ms=5, request_timeout_ms=T * 1000,
                 max_block_ms=T * 1000)
     conf.update(extra)

@@ -11,10 +11,9 @@ Real Apache Kafka is the reference for what is acceptable.
 import random
 import socket
 import struct
-import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire

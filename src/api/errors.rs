@@ -4,6 +4,7 @@ use kafka_protocol::ResponseError as E;
 
 use crate::cluster::{PartitionError, TopicError};
 use crate::log::{AppendError, BatchError, ReadError};
+use crate::producer::ProducerError;
 
 pub fn topic_error_code(e: &TopicError) -> i16 {
     match e {
@@ -35,6 +36,7 @@ pub fn partition_error_code(e: &PartitionError) -> i16 {
         PartitionError::FencedLeaderEpoch => E::FencedLeaderEpoch.code(),
         PartitionError::UnknownLeaderEpoch => E::UnknownLeaderEpoch.code(),
         PartitionError::Append(a) => append_error_code(a),
+        PartitionError::Producer(p) => producer_error_code(p),
         PartitionError::Read(ReadError::OffsetOutOfRange { .. }) => E::OffsetOutOfRange.code(),
         PartitionError::Read(_) => E::KafkaStorageError.code(),
         PartitionError::Storage(_) => E::KafkaStorageError.code(),
@@ -51,5 +53,13 @@ fn append_error_code(e: &AppendError) -> i16 {
         },
         AppendError::RecordSetTooLarge { .. } => E::RecordListTooLarge.code(),
         _ => E::KafkaStorageError.code(),
+    }
+}
+
+fn producer_error_code(e: &ProducerError) -> i16 {
+    match e {
+        ProducerError::InvalidEpoch(_) => E::InvalidProducerEpoch.code(),
+        ProducerError::OutOfOrderSequence(_) => E::OutOfOrderSequenceNumber.code(),
+        ProducerError::InvalidSequence(_) => E::InvalidRecord.code(),
     }
 }

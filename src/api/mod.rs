@@ -19,9 +19,11 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -81,6 +83,9 @@ pub static APIS: &[ApiSpec] = &[
     create_topics::SPEC,
     delete_topics::SPEC,
     describe_cluster::SPEC,
+    // issue 4: producer
+    init_producer_id::SPEC,
+    describe_configs::SPEC,
     // Consumer groups (issue 3).
     offset_commit::SPEC,
     offset_fetch::SPEC,
@@ -190,8 +195,13 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
     })
 }
 
+/// Parses a frame and runs its handler (no client address: tests, fuzzing).
+pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
+    dispatch_from(broker, frame, None).await
+}
+
 /// Parses a frame from the client at `peer` and runs its handler.
-pub async fn dispatch(
+pub async fn dispatch_from(
     broker: &Arc<Broker>,
     frame: Bytes,
     peer: Option<std::net::SocketAddr>,

@@ -104,11 +104,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                                         pd.index,
                                         super::errors::partition_error_code(&e),
                                     );
-                                    if v >= 8
-                                        && let PartitionError::Append(a) = &e
-                                    {
-                                        r.error_message =
-                                            Some(StrBytes::from_string(a.to_string()));
+                                    if v >= 8 {
+                                        let msg = match &e {
+                                            PartitionError::Append(a) => Some(a.to_string()),
+                                            PartitionError::Producer(p) => Some(p.to_string()),
+                                            _ => None,
+                                        };
+                                        r.error_message = msg.map(StrBytes::from_string);
                                     }
                                     r
                                 }

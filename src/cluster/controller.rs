@@ -21,6 +21,9 @@ use crate::config::BrokerConfig;
 use crate::log::Log;
 
 const METADATA_FILE: &str = "sluice-metadata";
+/// Most partitions one topic may have. One request must not be able to make the broker
+/// create partition directories without bound (found by fuzzing).
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
 const CLEAN_SHUTDOWN: &str = ".kafka_cleanshutdown";
 
 pub struct TopicInfo {
@@ -190,21 +193,15 @@ impl Controller {
         write_atomically(&self.metadata_path(), text.as_bytes())
     }
 
-    /// Where a partition's directory is: an existing one in any log dir, else a new one in the
-    /// log dir holding the fewest partitions.
-    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
-        let name = format!("{topic}-{index}");
-        for d in &self.config.log_dirs {
-            let p = d.join(&name);
-            if p.is_dir() {
-                return p;
-            }
-        }
-        let least = self
-            .config
+    /// The log dir holding the fewest partition directories, for a new topic's partitions.
+    fn least_loaded_dir(&self) -> &Path {
+        self.config
             .log_dirs
             .iter()
             .min_by_key(|d| {
+                if self.config.log_dirs.len() == 1 {
+                    return 0;
+                }
                 fs::read_dir(d)
                     .map(|r| {
                         r.filter_map(|e| e.ok())
@@ -213,8 +210,20 @@ impl Controller {
                     })
                     .unwrap_or(0)
             })
-            .unwrap();
-        least.join(name)
+            .unwrap()
+    }
+
+    /// Where a partition's directory is: an existing one in any log dir, else a new one in
+    /// `new_dir`.
+    fn partition_dir(&self, topic: &str, index: i32, new_dir: &Path) -> PathBuf {
+        let name = format!("{topic}-{index}");
+        for d in &self.config.log_dirs {
+            let p = d.join(&name);
+            if p.is_dir() {
+                return p;
+            }
+        }
+        new_dir.join(name)
     }
 
     fn open_topic(
@@ -229,8 +238,9 @@ impl Controller {
         let name: Arc<str> = Arc::from(name);
         let mut parts = Vec::with_capacity(partitions as usize);
         let node = self.config.node_id;
+        let new_dir = self.least_loaded_dir().to_path_buf();
         for i in 0..partitions {
-            let dir = self.partition_dir(&name, i);
+            let dir = self.partition_dir(&name, i, &new_dir);
             fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             write_partition_metadata(&dir, id)?;
             let log = Log::open(&dir, effective.log.clone(), needs_recovery)
@@ -308,6 +318,12 @@ impl Controller {
             return Err(TopicError::InvalidPartitions(
                 "Number of partitions must be larger than 0.".into(),
             ));
+        }
+        if t.num_partitions > MAX_PARTITIONS_PER_TOPIC {
+            return Err(TopicError::InvalidPartitions(format!(
+                "Number of partitions {} exceeds the maximum of {MAX_PARTITIONS_PER_TOPIC} per topic.",
+                t.num_partitions
+            )));
         }
         if t.replication_factor < 1 {
             return Err(TopicError::InvalidReplicationFactor(
@@ -426,13 +442,15 @@ impl Controller {
 }
 
 /// Kafka's `partition.metadata`: the topic id, so a directory is tied to one incarnation.
+/// Not synced: `sluice-metadata` is the record of truth, and this file is rewritten at every
+/// open if it is missing or differs (syncing it would cost two fsyncs per partition).
 fn write_partition_metadata(dir: &Path, id: Uuid) -> Result<()> {
     let path = dir.join("partition.metadata");
     let text = format!("version: 0\ntopic_id: {}\n", kafka_base64(id.as_bytes()));
     if fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
         return Ok(());
     }
-    write_atomically(&path, text.as_bytes())
+    fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Reads or creates `meta.properties` in every log dir; all must name the same cluster and

@@ -3,6 +3,10 @@
 //!
 //! On a cluster of one the ISR is {self} and the high watermark follows the log end offset;
 //! the same computation (minimum log end offset over the ISR) serves followers later.
+//!
+//! It also owns the partition's producer state (idempotence, `producer/state.rs`). Lock order:
+//! `log`, then `producers`; the producer state only changes with both held, so the duplicate
+//! and sequence check, the append and the state update are one atomic step.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -13,6 +17,8 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::log::{AppendError, AppendInfo, Log, ReadError};
+use crate::producer::ProducerState;
+use crate::producer::state::ProducerSummary;
 
 /// Replication state of a partition, as the controller assigned it.
 #[derive(Debug, Clone)]
@@ -36,6 +42,8 @@ pub struct Partition {
     pub topic_id: Uuid,
     local_node: i32,
     log: Mutex<Log>,
+    /// Locked only while `log` is held.
+    producers: Mutex<ProducerState>,
     state: RwLock<ReplicaState>,
     /// Log end offsets last reported by followers (empty on a cluster of one).
     follower_leo: Mutex<HashMap<i32, i64>>,
@@ -52,6 +60,7 @@ pub enum PartitionError {
     FencedLeaderEpoch,
     UnknownLeaderEpoch,
     Append(AppendError),
+    Producer(crate::producer::ProducerError),
     Read(ReadError),
     Storage(anyhow::Error),
 }
@@ -66,12 +75,17 @@ impl Partition {
         state: ReplicaState,
     ) -> Partition {
         let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        let producers = ProducerState::load(&log).unwrap_or_else(|e| {
+            tracing::error!(dir = %log.dir().display(), "cannot rebuild producer state: {e}");
+            ProducerState::new(log.dir())
+        });
         let p = Partition {
             topic,
             index,
             topic_id,
             local_node,
             log: Mutex::new(log),
+            producers: Mutex::new(producers),
             state: RwLock::new(state),
             follower_leo: Mutex::new(HashMap::new()),
             high_watermark: AtomicI64::new(0),
@@ -137,9 +151,33 @@ impl Partition {
         };
         let info = {
             let mut log = self.log.lock().unwrap();
+            let mut producers = self.producers.lock().unwrap();
+            if let Some(dup) = crate::producer::state::check_append(&producers, records)
+                .map_err(PartitionError::Producer)?
+            {
+                // A retry of a batch already written: its original offsets, nothing appended.
+                return Ok(AppendInfo {
+                    first_offset: dup.first_offset,
+                    last_offset: dup.last_offset,
+                    log_append_time: dup.timestamp,
+                    max_timestamp: dup.timestamp,
+                    offset_of_max_timestamp: dup.last_offset,
+                    log_start_offset: log.log_start_offset(),
+                    rolled_at: None,
+                    record_count: 0,
+                    size_bytes: 0,
+                    batches: Vec::new(),
+                });
+            }
             let info = log
                 .append(records, epoch, append_time, max_batch_bytes)
                 .map_err(PartitionError::Append)?;
+            if let Some(at) = info.rolled_at
+                && let Err(e) = producers.take_snapshot(at)
+            {
+                tracing::warn!(dir = %log.dir().display(), "producer snapshot at {at} failed: {e}");
+            }
+            producers.update(&info.batches);
             self.log_end.store(log.log_end_offset(), Ordering::Release);
             info
         };
@@ -234,8 +272,32 @@ impl Partition {
         self.log.lock().unwrap().flush()
     }
 
+    /// Flushes the log and snapshots the producer state at the log end.
     pub fn close(&self) -> anyhow::Result<()> {
-        self.log.lock().unwrap().close()
+        let mut log = self.log.lock().unwrap();
+        log.close()?;
+        if log.dir().is_dir() {
+            self.producers
+                .lock()
+                .unwrap()
+                .take_snapshot(log.log_end_offset())?;
+        }
+        Ok(())
+    }
+
+    /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`).
+    pub fn remove_expired_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        let _log = self.log.lock().unwrap();
+        self.producers
+            .lock()
+            .unwrap()
+            .remove_expired(now_ms, expiration_ms)
+    }
+
+    /// The producers this partition remembers (DescribeProducers).
+    pub fn producers(&self) -> Vec<ProducerSummary> {
+        let _log = self.log.lock().unwrap();
+        self.producers.lock().unwrap().summaries()
     }
 
     pub fn delete(&self) -> anyhow::Result<()> {

@@ -145,3 +145,239 @@ pub fn effective(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Eff
             .unwrap_or(broker.min_insync_replicas),
     }
 }
+
+// ---- describing topic configs (DescribeConfigs) -------------------------------------------
+
+/// Kafka's config type ids (DescribeConfigs v3+).
+pub mod config_type {
+    pub const BOOLEAN: i8 = 1;
+    pub const STRING: i8 = 2;
+    pub const INT: i8 = 3;
+    pub const LONG: i8 = 5;
+    pub const DOUBLE: i8 = 6;
+    pub const LIST: i8 = 7;
+}
+
+/// Where a described value comes from (Kafka's ConfigSource ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// One topic config as Kafka describes it: the value in force and where it comes from, plus
+/// the synonyms (topic value, then the broker setting it falls back to), highest precedence first.
+#[derive(Debug, Clone)]
+pub struct DescribedConfig {
+    pub name: &'static str,
+    pub value: String,
+    pub source: ConfigSource,
+    pub config_type: i8,
+    pub synonyms: Vec<(String, String, ConfigSource)>,
+}
+
+/// (topic config, type, broker properties it falls back to (first = the one named as synonym),
+/// Kafka 4.1's default). Configs removed in Kafka 4 are described only when a topic sets them.
+const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
+    use config_type::*;
+    &[
+        ("cleanup.policy", LIST, &["log.cleanup.policy"], "delete"),
+        (
+            "compression.type",
+            STRING,
+            &["compression.type"],
+            "producer",
+        ),
+        (
+            "delete.retention.ms",
+            LONG,
+            &["log.cleaner.delete.retention.ms"],
+            "86400000",
+        ),
+        (
+            "file.delete.delay.ms",
+            LONG,
+            &["log.segment.delete.delay.ms"],
+            "60000",
+        ),
+        (
+            "flush.messages",
+            LONG,
+            &["log.flush.interval.messages"],
+            "9223372036854775807",
+        ),
+        (
+            "flush.ms",
+            LONG,
+            &["log.flush.interval.ms"],
+            "9223372036854775807",
+        ),
+        ("follower.replication.throttled.replicas", LIST, &[], ""),
+        (
+            "index.interval.bytes",
+            INT,
+            &["log.index.interval.bytes"],
+            "4096",
+        ),
+        ("leader.replication.throttled.replicas", LIST, &[], ""),
+        (
+            "local.retention.bytes",
+            LONG,
+            &["log.local.retention.bytes"],
+            "-2",
+        ),
+        (
+            "local.retention.ms",
+            LONG,
+            &["log.local.retention.ms"],
+            "-2",
+        ),
+        (
+            "max.compaction.lag.ms",
+            LONG,
+            &["log.cleaner.max.compaction.lag.ms"],
+            "9223372036854775807",
+        ),
+        ("max.message.bytes", INT, &["message.max.bytes"], "1048588"),
+        (
+            "message.timestamp.after.max.ms",
+            LONG,
+            &["log.message.timestamp.after.max.ms"],
+            "3600000",
+        ),
+        (
+            "message.timestamp.before.max.ms",
+            LONG,
+            &["log.message.timestamp.before.max.ms"],
+            "9223372036854775807",
+        ),
+        (
+            "message.timestamp.type",
+            STRING,
+            &["log.message.timestamp.type"],
+            "CreateTime",
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            DOUBLE,
+            &["log.cleaner.min.cleanable.ratio"],
+            "0.5",
+        ),
+        (
+            "min.compaction.lag.ms",
+            LONG,
+            &["log.cleaner.min.compaction.lag.ms"],
+            "0",
+        ),
+        ("min.insync.replicas", INT, &["min.insync.replicas"], "1"),
+        ("preallocate", BOOLEAN, &["log.preallocate"], "false"),
+        ("remote.storage.enable", BOOLEAN, &[], "false"),
+        ("retention.bytes", LONG, &["log.retention.bytes"], "-1"),
+        (
+            "retention.ms",
+            LONG,
+            &[
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours",
+            ],
+            "604800000",
+        ),
+        ("segment.bytes", INT, &["log.segment.bytes"], "1073741824"),
+        (
+            "segment.index.bytes",
+            INT,
+            &["log.index.size.max.bytes"],
+            "10485760",
+        ),
+        ("segment.jitter.ms", LONG, &["log.roll.jitter.ms"], "0"),
+        (
+            "segment.ms",
+            LONG,
+            &["log.roll.ms", "log.roll.hours"],
+            "604800000",
+        ),
+        (
+            "unclean.leader.election.enable",
+            BOOLEAN,
+            &["unclean.leader.election.enable"],
+            "false",
+        ),
+        ("message.downconversion.enable", BOOLEAN, &[], "true"),
+        (
+            "message.timestamp.difference.max.ms",
+            LONG,
+            &[],
+            "9223372036854775807",
+        ),
+    ]
+};
+
+/// Kafka-4-removed configs still accepted for old clients: described only when set.
+const REMOVED_IN_KAFKA_4: &[&str] = &[
+    "message.downconversion.enable",
+    "message.timestamp.difference.max.ms",
+];
+
+/// The broker-level value a topic config falls back to, for the ones Sluice acts on.
+fn broker_value(broker: &BrokerConfig, name: &str) -> Option<String> {
+    Some(match name {
+        "flush.messages" => broker.log_flush_interval_messages.to_string(),
+        "flush.ms" => broker.log_flush_interval_ms.to_string(),
+        "index.interval.bytes" => broker.log_index_interval_bytes.to_string(),
+        "max.message.bytes" => broker.message_max_bytes.to_string(),
+        "message.timestamp.type" => if broker.log_message_timestamp_type_log_append {
+            "LogAppendTime"
+        } else {
+            "CreateTime"
+        }
+        .to_string(),
+        "min.insync.replicas" => broker.min_insync_replicas.to_string(),
+        "retention.bytes" => broker.log_retention_bytes.to_string(),
+        "retention.ms" => broker.log_retention_ms.to_string(),
+        "segment.bytes" => broker.log_segment_bytes.to_string(),
+        "segment.index.bytes" => broker.log_index_size_max_bytes.to_string(),
+        "segment.ms" => broker.log_roll_ms.to_string(),
+        _ => return None,
+    })
+}
+
+/// Every config of a topic with `topic` set, as DescribeConfigs reports it, sorted by name.
+pub fn describe(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Vec<DescribedConfig> {
+    let mut out = Vec::new();
+    for &(name, config_type, broker_keys, default) in DESCRIBE_TABLE {
+        let own = topic.get(name);
+        if own.is_none() && REMOVED_IN_KAFKA_4.contains(&name) {
+            continue;
+        }
+        let mut synonyms = Vec::new();
+        if let Some(v) = own {
+            synonyms.push((name.to_string(), v.clone(), ConfigSource::DynamicTopic));
+        }
+        let explicit = broker_keys.iter().any(|k| broker.is_explicitly_set(k));
+        let fallback = broker_value(broker, name).unwrap_or_else(|| default.to_string());
+        if let Some(k) = broker_keys.first() {
+            let src = if explicit {
+                ConfigSource::StaticBroker
+            } else {
+                ConfigSource::Default
+            };
+            synonyms.push((k.to_string(), fallback.clone(), src));
+        }
+        let (value, source) = match own {
+            Some(v) => (v.clone(), ConfigSource::DynamicTopic),
+            None if explicit => (fallback, ConfigSource::StaticBroker),
+            None => (fallback, ConfigSource::Default),
+        };
+        out.push(DescribedConfig {
+            name,
+            value,
+            source,
+            config_type,
+            synonyms,
+        });
+    }
+    out.sort_by_key(|c| c.name);
+    out
+}

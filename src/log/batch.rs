@@ -325,6 +325,7 @@ pub fn validate_for_append(
                 ),
             ));
         }
+        walk_records(&buf[start..start + size], h.position, |_, _| {})?;
         out.push(h);
     }
     Ok(out)
@@ -384,6 +385,113 @@ impl Cursor<'_> {
         let v = self.varlong(5)?;
         i32::try_from(v).ok()
     }
+    /// Moves past `n` bytes if they are there.
+    fn advance(&mut self, n: usize) -> bool {
+        if n > self.buf.len() - self.pos {
+            return false;
+        }
+        self.pos += n;
+        true
+    }
+    /// Skips a varint-length-prefixed byte field (-1 = null).
+    fn skip_bytes_field(&mut self) -> Option<()> {
+        let len = self.varint()?;
+        if len < -1 {
+            return None;
+        }
+        if len > 0 && !self.advance(len as usize) {
+            return None;
+        }
+        Some(())
+    }
+}
+
+/// Walks every record of one whole batch (header included), decompressing if
+/// needed, and checks its structure as Kafka's validator does: each record's
+/// length, attributes, timestamp and offset deltas, key, value and headers lie
+/// inside the record; offset deltas run 0, 1, 2, ...; exactly `recordCount`
+/// records fill the (decompressed) payload. `visit(offset_delta, timestamp_delta)`
+/// sees each record. Errors carry `position` (the batch's place in its buffer).
+pub fn walk_records(
+    batch: &[u8],
+    position: u64,
+    mut visit: impl FnMut(i32, i64),
+) -> Result<(), BatchError> {
+    let h = parse_header_checked(
+        &batch[..batch.len().min(HEADER_SIZE)],
+        position,
+        batch.len() as u64,
+    )?;
+    let batch = &batch[..h.total_size()];
+    let codec = h
+        .compression()
+        .ok_or_else(|| BatchError::invalid(position, "unknown compression codec"))?;
+    let payload = &batch[HEADER_SIZE..];
+    let decompressed;
+    let records: &[u8] = if codec == Compression::None {
+        payload
+    } else {
+        decompressed = compression::decompress(codec, payload, MAX_DECOMPRESSED_BYTES)
+            .map_err(|e| BatchError::corrupt(position, e.to_string()))?;
+        &decompressed
+    };
+    let count = h.record_count.max(0) as usize;
+    let mut cur = Cursor {
+        buf: records,
+        pos: 0,
+    };
+    for i in 0..count {
+        let bad = || BatchError::corrupt(position, format!("record {i} is corrupt"));
+        let len = cur.varint().ok_or_else(bad)?;
+        if len < 0 || len as usize > records.len() - cur.pos {
+            return Err(bad());
+        }
+        let end = cur.pos + len as usize;
+        let mut rec = Cursor {
+            buf: &records[..end],
+            pos: cur.pos,
+        };
+        rec.pos += 1; // attributes
+        if rec.pos > end {
+            return Err(bad());
+        }
+        let ts_delta = rec.varlong(10).ok_or_else(bad)?;
+        let offset_delta = rec.varint().ok_or_else(bad)?;
+        if offset_delta != i as i32 {
+            return Err(BatchError::invalid(
+                position,
+                format!("record {i} has offset delta {offset_delta}"),
+            ));
+        }
+        rec.skip_bytes_field().ok_or_else(bad)?; // key
+        rec.skip_bytes_field().ok_or_else(bad)?; // value
+        let headers = rec.varint().ok_or_else(bad)?;
+        if headers < 0 {
+            return Err(bad());
+        }
+        for _ in 0..headers {
+            let key_len = rec.varint().ok_or_else(bad)?;
+            if key_len < 0 || !rec.advance(key_len as usize) {
+                return Err(bad());
+            }
+            rec.skip_bytes_field().ok_or_else(bad)?;
+        }
+        if rec.pos != end {
+            return Err(bad());
+        }
+        visit(offset_delta, ts_delta);
+        cur.pos = end;
+    }
+    if cur.pos != records.len() {
+        return Err(BatchError::corrupt(
+            position,
+            format!(
+                "{} bytes after the last of {count} records",
+                records.len() - cur.pos
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Decodes `(offset, timestamp)` of every record of one whole batch
@@ -395,39 +503,9 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<RecordInfo>, BatchError> {
         0,
         batch.len() as u64,
     )?;
-    let batch = &batch[..h.total_size()];
-    let codec = h
-        .compression()
-        .ok_or_else(|| BatchError::invalid(0, "unknown compression codec"))?;
-    let payload = &batch[HEADER_SIZE..];
-    let decompressed;
-    let records: &[u8] = if codec == Compression::None {
-        payload
-    } else {
-        decompressed = compression::decompress(codec, payload, MAX_DECOMPRESSED_BYTES)
-            .map_err(|e| BatchError::corrupt(0, e.to_string()))?;
-        &decompressed
-    };
-    let count = h.record_count.max(0) as usize;
-    let mut out = Vec::with_capacity(count.min(records.len() / 7 + 1));
-    let mut cur = Cursor {
-        buf: records,
-        pos: 0,
-    };
     let log_append = h.is_log_append_time();
-    for i in 0..count {
-        let bad = || BatchError::corrupt(0, format!("malformed record {i}"));
-        let len = cur.varint().ok_or_else(bad)?;
-        if len < 0 || len as usize > records.len() - cur.pos {
-            return Err(bad());
-        }
-        let end = cur.pos + len as usize;
-        let mut rec = Cursor {
-            buf: &records[..end],
-            pos: cur.pos + 1, // skip record attributes
-        };
-        let ts_delta = rec.varlong(10).ok_or_else(bad)?;
-        let offset_delta = rec.varint().ok_or_else(bad)?;
+    let mut out = Vec::with_capacity((h.record_count.max(0) as usize).min(4096));
+    walk_records(batch, 0, |offset_delta, ts_delta| {
         out.push(RecordInfo {
             offset: h.base_offset + offset_delta as i64,
             timestamp: if log_append {
@@ -435,9 +513,8 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<RecordInfo>, BatchError> {
             } else {
                 h.base_timestamp.wrapping_add(ts_delta)
             },
-        });
-        cur.pos = end;
-    }
+        })
+    })?;
     Ok(out)
 }
 
@@ -607,6 +684,42 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::*;
     use super::*;
+
+    /// Replaces the records part of `batch` and fixes length and CRC, so only the
+    /// record-level checks can catch it.
+    fn with_records(batch: &[u8], records: &[u8]) -> Vec<u8> {
+        let mut b = batch[..HEADER_SIZE].to_vec();
+        b.extend_from_slice(records);
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn record_level_validation_rejects_bad_records_with_valid_crc() {
+        let good = simple_batch(3, 1000, 10);
+        assert!(validate_for_append(&good, 1 << 20).is_ok());
+        let records = &good[HEADER_SIZE..];
+        // Random bytes.
+        let garbage: Vec<u8> = (0..records.len()).map(|i| (i * 37 + 11) as u8).collect();
+        let e = validate_for_append(&with_records(&good, &garbage), 1 << 20).unwrap_err();
+        assert!(matches!(
+            e,
+            BatchError::Corrupt { .. } | BatchError::InvalidRecord { .. }
+        ));
+        // Trailing bytes after the last record.
+        let mut extra = records.to_vec();
+        extra.extend_from_slice(&[0, 0, 0]);
+        let e = validate_for_append(&with_records(&good, &extra), 1 << 20).unwrap_err();
+        assert!(matches!(e, BatchError::Corrupt { .. }), "{e}");
+        // Too few records for the count.
+        let first_len = records[0] as usize / 2 + 1; // zigzag varint, small record
+        let short = records[..first_len].to_vec();
+        let e = validate_for_append(&with_records(&good, &short), 1 << 20).unwrap_err();
+        assert!(matches!(e, BatchError::Corrupt { .. }), "{e}");
+    }
 
     #[test]
     fn parse_and_iterate() {

@@ -31,6 +31,7 @@
 
 pub mod batch;
 pub mod compression;
+pub mod index_file;
 pub mod offset_index;
 pub mod partition_log;
 pub mod segment;

@@ -6,10 +6,10 @@
 //! the batch holding it. Entries live in memory and every append is written
 //! through to the file at once (no preallocation; the file is exactly sized).
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use super::index_file::{IndexEntry, IndexFile};
 
 pub const OFFSET_ENTRY_SIZE: usize = 8;
 
@@ -19,50 +19,41 @@ pub struct OffsetEntry {
     pub position: u32,
 }
 
+/// (relative offset, position) as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Raw(u32, u32);
+
+impl IndexEntry for Raw {
+    const SIZE: usize = OFFSET_ENTRY_SIZE;
+    fn decode(c: &[u8]) -> Raw {
+        Raw(
+            u32::from_be_bytes(c[0..4].try_into().unwrap()),
+            u32::from_be_bytes(c[4..8].try_into().unwrap()),
+        )
+    }
+    fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&self.0.to_be_bytes());
+        out[4..8].copy_from_slice(&self.1.to_be_bytes());
+    }
+}
+
 pub struct OffsetIndex {
-    path: PathBuf,
-    file: File,
+    file: IndexFile<Raw>,
     base_offset: i64,
-    /// (relative offset, position)
-    entries: Vec<(u32, u32)>,
-    max_entries: usize,
 }
 
 impl OffsetIndex {
     /// Opens (creating if missing) and loads an index. A partial trailing entry
     /// is ignored and cut off the file. `max_index_bytes` bounds its size.
     pub fn open(path: &Path, base_offset: i64, max_index_bytes: usize) -> io::Result<OffsetIndex> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let data = std::fs::read(path)?;
-        let whole = data.len() / OFFSET_ENTRY_SIZE * OFFSET_ENTRY_SIZE;
-        if whole != data.len() {
-            file.set_len(whole as u64)?;
-        }
-        let entries = data[..whole]
-            .chunks_exact(OFFSET_ENTRY_SIZE)
-            .map(|c| {
-                (
-                    u32::from_be_bytes(c[0..4].try_into().unwrap()),
-                    u32::from_be_bytes(c[4..8].try_into().unwrap()),
-                )
-            })
-            .collect();
         Ok(OffsetIndex {
-            path: path.to_path_buf(),
-            file,
+            file: IndexFile::open(path, max_index_bytes)?,
             base_offset,
-            entries,
-            max_entries: (max_index_bytes / OFFSET_ENTRY_SIZE).max(1),
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -70,18 +61,18 @@ impl OffsetIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.file.entries().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.file.entries().is_empty()
     }
 
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
+        self.file.is_full()
     }
 
-    fn to_entry(&self, e: (u32, u32)) -> OffsetEntry {
+    fn to_entry(&self, e: Raw) -> OffsetEntry {
         OffsetEntry {
             offset: self.base_offset + e.0 as i64,
             position: e.1,
@@ -89,11 +80,11 @@ impl OffsetIndex {
     }
 
     pub fn entry(&self, i: usize) -> OffsetEntry {
-        self.to_entry(self.entries[i])
+        self.to_entry(self.file.entries()[i])
     }
 
     pub fn last_entry(&self) -> Option<OffsetEntry> {
-        self.entries.last().map(|&e| self.to_entry(e))
+        self.file.entries().last().map(|&e| self.to_entry(e))
     }
 
     /// Appends an entry; `offset` must be above the last entry's, and both it
@@ -109,7 +100,7 @@ impl OffsetIndex {
                 ),
             ));
         }
-        if let Some(&(last_rel, last_pos)) = self.entries.last()
+        if let Some(&Raw(last_rel, last_pos)) = self.file.entries().last()
             && (rel as u32 <= last_rel || position <= last_pos)
         {
             return Err(io::Error::new(
@@ -120,36 +111,29 @@ impl OffsetIndex {
         if self.is_full() {
             return Err(io::Error::other(format!(
                 "index {} is full",
-                self.path.display()
+                self.path().display()
             )));
         }
-        let mut buf = [0u8; OFFSET_ENTRY_SIZE];
-        buf[0..4].copy_from_slice(&(rel as u32).to_be_bytes());
-        buf[4..8].copy_from_slice(&position.to_be_bytes());
-        self.file
-            .write_all_at(&buf, (self.entries.len() * OFFSET_ENTRY_SIZE) as u64)?;
-        self.entries.push((rel as u32, position));
-        Ok(())
+        self.file.push(Raw(rel as u32, position))
     }
 
     /// Largest entry whose offset is <= `target`, or `(base_offset, 0)`.
     pub fn lookup(&self, target: i64) -> OffsetEntry {
+        let none = OffsetEntry {
+            offset: self.base_offset,
+            position: 0,
+        };
         let rel = target - self.base_offset;
         if rel < 0 {
-            return OffsetEntry {
-                offset: self.base_offset,
-                position: 0,
-            };
+            return none;
         }
         let rel = rel.min(u32::MAX as i64) as u32;
-        let n = self.entries.partition_point(|e| e.0 <= rel);
+        let entries = self.file.entries();
+        let n = entries.partition_point(|e| e.0 <= rel);
         if n == 0 {
-            OffsetEntry {
-                offset: self.base_offset,
-                position: 0,
-            }
+            none
         } else {
-            self.to_entry(self.entries[n - 1])
+            self.to_entry(entries[n - 1])
         }
     }
 
@@ -161,65 +145,52 @@ impl OffsetIndex {
         max_offset_exclusive: i64,
     ) -> Option<OffsetEntry> {
         let base = self.base_offset;
-        let n = self.entries.partition_point(|&(rel, pos)| {
+        let entries = self.file.entries();
+        let n = entries.partition_point(|&Raw(rel, pos)| {
             (pos as u64) <= max_position && base + (rel as i64) < max_offset_exclusive
         });
-        (n > 0).then(|| self.to_entry(self.entries[n - 1]))
-    }
-
-    fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
-        if keep < self.entries.len() {
-            self.file.set_len((keep * OFFSET_ENTRY_SIZE) as u64)?;
-            self.entries.truncate(keep);
-        }
-        Ok(())
+        (n > 0).then(|| self.to_entry(entries[n - 1]))
     }
 
     /// Removes entries with offset >= `offset`.
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
         let base = self.base_offset;
         let keep = self
-            .entries
+            .file
+            .entries()
             .partition_point(|e| base + (e.0 as i64) < offset);
-        self.truncate_entries(keep)
+        self.file.truncate(keep)
     }
 
     /// Removes entries with position >= `position`.
     pub fn truncate_to_position(&mut self, position: u64) -> io::Result<()> {
-        let keep = self.entries.partition_point(|e| (e.1 as u64) < position);
-        self.truncate_entries(keep)
+        let keep = self
+            .file
+            .entries()
+            .partition_point(|e| (e.1 as u64) < position);
+        self.file.truncate(keep)
     }
 
     /// Removes every entry.
     pub fn reset(&mut self) -> io::Result<()> {
-        self.entries.clear();
-        self.file.set_len(0)
+        self.file.reset()
     }
 
     /// Checks the invariants: offsets and positions strictly increasing,
     /// offsets not below the base, positions inside a log of `log_size` bytes.
     pub fn sanity_check(&self, log_size: u64) -> Result<(), String> {
-        for w in self.entries.windows(2) {
-            if w[1].0 <= w[0].0 || w[1].1 <= w[0].1 {
-                return Err(format!(
-                    "{}: entries not increasing: {:?} then {:?}",
-                    self.path.display(),
-                    w[0],
-                    w[1]
-                ));
-            }
-        }
-        if let Some(&(rel, pos)) = self.entries.last() {
+        self.file.check_order(|a, b| b.0 > a.0 && b.1 > a.1)?;
+        if let Some(&Raw(rel, pos)) = self.file.entries().last() {
             if rel > i32::MAX as u32 {
                 return Err(format!(
                     "{}: relative offset {rel} overflows",
-                    self.path.display()
+                    self.path().display()
                 ));
             }
             if pos as u64 >= log_size {
                 return Err(format!(
                     "{}: position {pos} beyond log size {log_size}",
-                    self.path.display()
+                    self.path().display()
                 ));
             }
         }
@@ -227,15 +198,12 @@ impl OffsetIndex {
     }
 
     pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file.flush()
     }
 
     /// Removes the file.
     pub fn delete(self) -> io::Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            r => r,
-        }
+        self.file.delete()
     }
 }
 
@@ -312,11 +280,15 @@ mod tests {
         assert_eq!(idx.last_entry_within(500, i64::MAX), None);
         assert!(idx.sanity_check(10_001).is_ok());
         assert!(idx.sanity_check(10_000).is_err());
+        idx.flush().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 80);
 
         // partial trailing entry is ignored and cut off
         drop(idx);
-        let f = OpenOptions::new().append(true).open(&path).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         std::io::Write::write_all(&mut &f, &[1, 2, 3]).unwrap();
         let mut idx = OffsetIndex::open(&path, 100, 1024).unwrap();
         assert_eq!(idx.len(), 10);
@@ -340,6 +312,9 @@ mod tests {
         );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
         idx.append(125, 2500).unwrap();
+        // Appends reach the file in groups, and at the latest on flush.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
+        idx.flush().unwrap();
         let idx2 = OffsetIndex::open(&path, 100, 1024).unwrap();
         assert_eq!(idx2.len(), 3);
         assert_eq!(

@@ -465,6 +465,20 @@ impl Segment {
         Ok(None)
     }
 
+    /// Calls `f` with the header of every batch holding offsets >= `from`, in order.
+    pub fn scan_headers_from(&self, from: i64, f: &mut dyn FnMut(&BatchHeader)) -> io::Result<()> {
+        let Some((mut pos, _)) = self.translate_offset(from)? else {
+            return Ok(());
+        };
+        let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        while pos < self.size {
+            let h = reader.header(pos)?;
+            f(&h);
+            pos += h.total_size() as u64;
+        }
+        Ok(())
+    }
+
     /// Length of the run of whole batches starting at `start_pos` (a batch
     /// start) that fits in `max_bytes` (at least one batch if `min_one_batch`)
     /// and holds only offsets below `max_offset_exclusive`.

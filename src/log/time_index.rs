@@ -5,10 +5,10 @@
 //! including the batch holding offset `o` is `t`, and it first appeared at `o`.
 //! Timestamps are strictly increasing, offsets non-decreasing.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use super::index_file::{IndexEntry, IndexFile};
 
 pub const TIME_ENTRY_SIZE: usize = 12;
 
@@ -18,65 +18,56 @@ pub struct TimeEntry {
     pub offset: i64,
 }
 
+/// (timestamp, relative offset) as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Raw(i64, u32);
+
+impl IndexEntry for Raw {
+    const SIZE: usize = TIME_ENTRY_SIZE;
+    fn decode(c: &[u8]) -> Raw {
+        Raw(
+            i64::from_be_bytes(c[0..8].try_into().unwrap()),
+            u32::from_be_bytes(c[8..12].try_into().unwrap()),
+        )
+    }
+    fn encode(&self, out: &mut [u8]) {
+        out[0..8].copy_from_slice(&self.0.to_be_bytes());
+        out[8..12].copy_from_slice(&self.1.to_be_bytes());
+    }
+}
+
 pub struct TimeIndex {
-    path: PathBuf,
-    file: File,
+    file: IndexFile<Raw>,
     base_offset: i64,
-    /// (timestamp, relative offset)
-    entries: Vec<(i64, u32)>,
-    max_entries: usize,
 }
 
 impl TimeIndex {
     /// Opens (creating if missing) and loads a time index; a partial trailing
     /// entry is ignored and cut off the file.
     pub fn open(path: &Path, base_offset: i64, max_index_bytes: usize) -> io::Result<TimeIndex> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let data = std::fs::read(path)?;
-        let whole = data.len() / TIME_ENTRY_SIZE * TIME_ENTRY_SIZE;
-        if whole != data.len() {
-            file.set_len(whole as u64)?;
-        }
-        let entries = data[..whole]
-            .chunks_exact(TIME_ENTRY_SIZE)
-            .map(|c| {
-                (
-                    i64::from_be_bytes(c[0..8].try_into().unwrap()),
-                    u32::from_be_bytes(c[8..12].try_into().unwrap()),
-                )
-            })
-            .collect();
         Ok(TimeIndex {
-            path: path.to_path_buf(),
-            file,
+            file: IndexFile::open(path, max_index_bytes)?,
             base_offset,
-            entries,
-            max_entries: (max_index_bytes / TIME_ENTRY_SIZE).max(1),
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.file.entries().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.file.entries().is_empty()
     }
 
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
+        self.file.is_full()
     }
 
-    fn to_entry(&self, e: (i64, u32)) -> TimeEntry {
+    fn to_entry(&self, e: Raw) -> TimeEntry {
         TimeEntry {
             timestamp: e.0,
             offset: self.base_offset + e.1 as i64,
@@ -84,11 +75,11 @@ impl TimeIndex {
     }
 
     pub fn entry(&self, i: usize) -> TimeEntry {
-        self.to_entry(self.entries[i])
+        self.to_entry(self.file.entries()[i])
     }
 
     pub fn last_entry(&self) -> Option<TimeEntry> {
-        self.entries.last().map(|&e| self.to_entry(e))
+        self.file.entries().last().map(|&e| self.to_entry(e))
     }
 
     /// Appends `(timestamp, offset)` if `timestamp` is above the last entry's.
@@ -110,7 +101,7 @@ impl TimeIndex {
                 ),
             ));
         }
-        if let Some(&(last_ts, last_rel)) = self.entries.last() {
+        if let Some(&Raw(last_ts, last_rel)) = self.file.entries().last() {
             if (rel as u32) < last_rel {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -124,28 +115,24 @@ impl TimeIndex {
         if !skip_full_check && self.is_full() {
             return Err(io::Error::other(format!(
                 "time index {} is full",
-                self.path.display()
+                self.path().display()
             )));
         }
-        let mut buf = [0u8; TIME_ENTRY_SIZE];
-        buf[0..8].copy_from_slice(&timestamp.to_be_bytes());
-        buf[8..12].copy_from_slice(&(rel as u32).to_be_bytes());
-        self.file
-            .write_all_at(&buf, (self.entries.len() * TIME_ENTRY_SIZE) as u64)?;
-        self.entries.push((timestamp, rel as u32));
+        self.file.push(Raw(timestamp, rel as u32))?;
         Ok(true)
     }
 
     /// Largest entry with timestamp <= `target`, or `(-1, base_offset)`.
     pub fn lookup(&self, target: i64) -> TimeEntry {
-        let n = self.entries.partition_point(|e| e.0 <= target);
+        let entries = self.file.entries();
+        let n = entries.partition_point(|e| e.0 <= target);
         if n == 0 {
             TimeEntry {
                 timestamp: -1,
                 offset: self.base_offset,
             }
         } else {
-            self.to_entry(self.entries[n - 1])
+            self.to_entry(entries[n - 1])
         }
     }
 
@@ -153,39 +140,26 @@ impl TimeIndex {
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
         let base = self.base_offset;
         let keep = self
-            .entries
+            .file
+            .entries()
             .partition_point(|e| base + (e.1 as i64) < offset);
-        if keep < self.entries.len() {
-            self.file.set_len((keep * TIME_ENTRY_SIZE) as u64)?;
-            self.entries.truncate(keep);
-        }
-        Ok(())
+        self.file.truncate(keep)
     }
 
     pub fn reset(&mut self) -> io::Result<()> {
-        self.entries.clear();
-        self.file.set_len(0)
+        self.file.reset()
     }
 
     /// Timestamps strictly increasing, offsets non-decreasing and below
     /// `next_offset` (the segment's next offset).
     pub fn sanity_check(&self, next_offset: i64) -> Result<(), String> {
-        for w in self.entries.windows(2) {
-            if w[1].0 <= w[0].0 || w[1].1 < w[0].1 {
-                return Err(format!(
-                    "{}: entries not increasing: {:?} then {:?}",
-                    self.path.display(),
-                    w[0],
-                    w[1]
-                ));
-            }
-        }
+        self.file.check_order(|a, b| b.0 > a.0 && b.1 >= a.1)?;
         if let Some(e) = self.last_entry()
             && e.offset >= next_offset
         {
             return Err(format!(
                 "{}: entry offset {} not below the segment's next offset {next_offset}",
-                self.path.display(),
+                self.path().display(),
                 e.offset
             ));
         }
@@ -193,14 +167,11 @@ impl TimeIndex {
     }
 
     pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file.flush()
     }
 
     pub fn delete(self) -> io::Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            r => r,
-        }
+        self.file.delete()
     }
 }
 
@@ -262,6 +233,7 @@ mod tests {
         );
         assert!(idx.sanity_check(61).is_ok());
         assert!(idx.sanity_check(60).is_err());
+        idx.flush().unwrap();
 
         std::fs::OpenOptions::new()
             .append(true)

@@ -35,7 +35,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
     });
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
-        match api::dispatch(&broker, frame, peer).await {
+        match api::dispatch_from(&broker, frame, peer).await {
             Ok(Some(resp)) => writer.queue(resp),
             Ok(None) => {}
             Err(e) => {

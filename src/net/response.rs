@@ -20,6 +20,10 @@ pub enum Chunk {
 }
 
 impl Chunk {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Chunk::Bytes(b) => b.len(),
@@ -45,6 +49,10 @@ impl Response {
 
     pub fn len(&self) -> usize {
         self.chunks.iter().map(Chunk::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks.iter().all(Chunk::is_empty)
     }
 }
 

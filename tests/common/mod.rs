@@ -184,6 +184,16 @@ impl Client {
 
 /// Builds an uncompressed v2 record batch of `values` (keys "k<i>") with a correct CRC-32C.
 pub fn record_batch(values: &[&[u8]], base_timestamp: i64) -> Bytes {
+    record_batch_from(values, base_timestamp, None)
+}
+
+/// [`record_batch`] from an idempotent producer: `(producer id, epoch, base sequence)`.
+pub fn record_batch_from(
+    values: &[&[u8]],
+    base_timestamp: i64,
+    producer: Option<(i64, i16, i32)>,
+) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
@@ -195,11 +205,15 @@ pub fn record_batch(values: &[&[u8]], base_timestamp: i64) -> Bytes {
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            sequence: if base_sequence < 0 {
+                -1
+            } else {
+                base_sequence + i as i32
+            },
             timestamp: base_timestamp + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::copy_from_slice(v)),

@@ -1,1 +1,0 @@
-../confluent-kafka/harness.py

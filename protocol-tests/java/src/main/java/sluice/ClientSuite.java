@@ -1,0 +1,214 @@
+package sluice;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Java client scenarios against the broker at $BOOTSTRAP. Usage: {@code ClientSuite <scenario>
+ * <topic> <records>}; prints {@code PASS java <scenario>} or {@code FAIL java <scenario>: why}.
+ *
+ * <ul>
+ *   <li>{@code roundtrip}: produce with default producer settings (idempotent, acks=all), read
+ *       everything back, check count, order and content.
+ *   <li>{@code kill9}: the same while the broker is killed with SIGKILL and restarted
+ *       ($BROKER_CTL kill9; $BROKER_CTL start) mid-stream; every acknowledged record must be in
+ *       the topic exactly once and in order.
+ * </ul>
+ *
+ * Reads use assign() because consumer groups are not served yet (issue 3). Switching to the
+ * group consumer is the one line {@link #USE_GROUP}.
+ */
+public final class ClientSuite {
+    /** true: subscribe() with a group id (needs consumer groups, issue 3); false: assign(). */
+    static final boolean USE_GROUP = false;
+
+    static final String BOOTSTRAP = System.getenv().getOrDefault("BOOTSTRAP", "127.0.0.1:9092");
+
+    public static void main(String[] args) throws Exception {
+        String scenario = args[0];
+        String topic = args[1];
+        int n = Integer.parseInt(args[2]);
+        try {
+            switch (scenario) {
+                case "roundtrip" -> roundtrip(topic, n);
+                case "kill9" -> kill9(topic, n);
+                default -> throw new IllegalArgumentException("unknown scenario " + scenario);
+            }
+            System.out.println("PASS java " + scenario);
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.out.println("FAIL java " + scenario + ": " + oneLine(t));
+        }
+        System.out.flush();
+        System.exit(0);
+    }
+
+    static String oneLine(Throwable t) {
+        String m = t.getClass().getSimpleName() + ": " + t.getMessage();
+        return m.replace('\n', ' ');
+    }
+
+    static void createTopic(String topic) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        try (Admin admin = Admin.create(p)) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            if (!(e.getCause() instanceof TopicExistsException)) throw e;
+        }
+    }
+
+    static KafkaProducer<String, String> producer(Map<String, Object> extra) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.putAll(extra);
+        return new KafkaProducer<>(p);
+    }
+
+    static String value(int i) {
+        return String.format("record-%09d", i);
+    }
+
+    /** Every record of partition 0 of `topic` (up to the end offset at the time of the call). */
+    static List<ConsumerRecord<String, String>> readAll(String topic, long expectAtLeast) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        if (USE_GROUP) p.put(ConsumerConfig.GROUP_ID_CONFIG, "java-suite-" + topic);
+        List<ConsumerRecord<String, String>> out = new ArrayList<>();
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            if (USE_GROUP) c.subscribe(List.of(topic)); else c.assign(List.of(tp));
+            long end = c.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
+            if (end < expectAtLeast) {
+                throw new AssertionError("end offset " + end + " < " + expectAtLeast);
+            }
+            long deadline = System.currentTimeMillis() + 60_000;
+            long pos = 0;
+            while (pos < end) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new AssertionError("timed out reading: at " + pos + " of " + end);
+                }
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    out.add(r);
+                    pos = r.offset() + 1;
+                }
+            }
+        }
+        return out;
+    }
+
+    static void roundtrip(String topic, int n) throws Exception {
+        createTopic(topic);
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        long t0 = System.nanoTime();
+        try (KafkaProducer<String, String> p = producer(Map.of())) {
+            for (int i = 0; i < n; i++) {
+                p.send(new ProducerRecord<>(topic, 0, "k" + (i % 100), value(i)), (md, e) -> {
+                    if (e != null) failure.compareAndSet(null, e);
+                });
+            }
+            p.flush();
+        }
+        if (failure.get() != null) throw failure.get();
+        System.err.printf("produced %d in %d ms%n", n, (System.nanoTime() - t0) / 1_000_000);
+        List<ConsumerRecord<String, String>> got = readAll(topic, n);
+        if (got.size() != n) throw new AssertionError("read " + got.size() + " records, want " + n);
+        for (int i = 0; i < n; i++) {
+            ConsumerRecord<String, String> r = got.get(i);
+            if (r.offset() != i || !r.value().equals(value(i)) || !r.key().equals("k" + (i % 100))) {
+                throw new AssertionError("record " + i + ": offset " + r.offset() + " " + r.key() + "=" + r.value());
+            }
+        }
+    }
+
+    static void broker(String action) throws Exception {
+        String ctl = System.getenv("BROKER_CTL");
+        Process pr = new ProcessBuilder(ctl, action).inheritIO().redirectOutput(ProcessBuilder.Redirect.to(new java.io.File("/dev/null"))).start();
+        if (pr.waitFor() != 0) throw new AssertionError("broker-ctl " + action + " failed");
+    }
+
+    static void kill9(String topic, int n) throws Exception {
+        createTopic(topic);
+        ConcurrentLinkedQueue<Integer> acked = new ConcurrentLinkedQueue<>();
+        AtomicInteger failed = new AtomicInteger();
+        AtomicBoolean killed = new AtomicBoolean();
+        Thread killer = null;
+        Map<String, Object> conf = Map.of(
+                ProducerConfig.ACKS_CONFIG, "all",
+                ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true",
+                ProducerConfig.LINGER_MS_CONFIG, "5",
+                ProducerConfig.BATCH_SIZE_CONFIG, "4096",
+                ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "180000",
+                ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000",
+                ProducerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "500");
+        try (KafkaProducer<String, String> p = producer(conf)) {
+            for (int i = 0; i < n; i++) {
+                final int idx = i;
+                p.send(new ProducerRecord<>(topic, 0, null, value(i)), (md, e) -> {
+                    if (e == null) acked.add(idx); else failed.incrementAndGet();
+                });
+                if (i == n / 3 && killer == null) {
+                    // Kill while requests are in flight; restart on the same data.
+                    killer = new Thread(() -> {
+                        try {
+                            broker("kill9");
+                            killed.set(true);
+                            broker("start");
+                        } catch (Exception e) {
+                            throw new RuntimeException(e);
+                        }
+                    });
+                    killer.start();
+                }
+            }
+            p.flush();
+        }
+        killer.join();
+        if (!killed.get()) throw new AssertionError("the broker was not killed");
+        System.err.printf("acked %d, failed %d%n", acked.size(), failed.get());
+        List<ConsumerRecord<String, String>> got = readAll(topic, acked.size());
+        // Every acknowledged record exactly once, everything in send order.
+        java.util.BitSet seen = new java.util.BitSet(n);
+        int last = -1;
+        for (ConsumerRecord<String, String> r : got) {
+            int i = Integer.parseInt(r.value().substring("record-".length()));
+            if (seen.get(i)) throw new AssertionError("duplicate " + r.value() + " at offset " + r.offset());
+            if (i <= last) throw new AssertionError("out of order: " + r.value() + " after " + value(last));
+            seen.set(i);
+            last = i;
+        }
+        for (int i : acked) {
+            if (!seen.get(i)) throw new AssertionError("acknowledged record " + value(i) + " missing");
+        }
+        if (acked.size() != n) throw new AssertionError((n - acked.size()) + " records were not acknowledged");
+    }
+}

@@ -1,0 +1,171 @@
+//! DescribeConfigs (key 32), versions 1-4 (Kafka 4 removed v0).
+//!
+//! Topics: every topic config Kafka 4.1 has, with the value in force and its source (the
+//! topic's own setting, a broker property set in the config file or by `--override`, or the
+//! default), synonyms when asked for, and types from v3. Brokers (resource name = this node id,
+//! or empty for cluster-wide dynamic defaults, of which there are none): every property the
+//! broker read, all read-only since nothing is dynamically configurable yet. Broker loggers
+//! describe as empty. Other resource types (groups, client metrics) get INVALID_REQUEST.
+//! Config documentation is not served (null).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::cluster::controller::validate_topic_name;
+use crate::cluster::topic_config::{self, ConfigSource, config_type};
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::DescribeConfigs,
+    min: 1,
+    max: 4,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+struct Entry {
+    name: String,
+    value: String,
+    source: ConfigSource,
+    config_type: i8,
+    read_only: bool,
+    synonyms: Vec<(String, String, ConfigSource)>,
+}
+
+fn encode_entry(e: Entry, synonyms: bool) -> DescribeConfigsResourceResult {
+    let mut r = DescribeConfigsResourceResult::default();
+    r.name = s(e.name);
+    r.value = Some(s(e.value));
+    r.read_only = e.read_only;
+    r.config_source = e.source as i8;
+    r.is_sensitive = false;
+    r.config_type = e.config_type;
+    r.documentation = None;
+    if synonyms {
+        r.synonyms = e
+            .synonyms
+            .into_iter()
+            .map(|(n, v, src)| {
+                let mut y = DescribeConfigsSynonym::default();
+                y.name = s(n);
+                y.value = Some(s(v));
+                y.source = src as i8;
+                y
+            })
+            .collect();
+    }
+    r
+}
+
+fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+    if let Err(e) = validate_topic_name(name) {
+        return Err((ResponseError::InvalidTopicException.code(), e));
+    }
+    let Some(t) = b.controller.topic(name) else {
+        return Err((
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("The topic '{name}' does not exist."),
+        ));
+    };
+    Ok(topic_config::describe(&b.config, &t.configs)
+        .into_iter()
+        .map(|c| Entry {
+            name: c.name.to_string(),
+            value: c.value,
+            source: c.source,
+            config_type: c.config_type,
+            read_only: false,
+            synonyms: c.synonyms,
+        })
+        .collect())
+}
+
+fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+    if name.is_empty() {
+        return Ok(Vec::new());
+    }
+    if name.parse::<i32>().ok() != Some(b.node_id()) {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            format!(
+                "Unexpected broker id, expected {} or empty string, but received {name}",
+                b.node_id()
+            ),
+        ));
+    }
+    Ok(b.config
+        .raw
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| {
+            let source = if b.config.is_explicitly_set(k) {
+                ConfigSource::StaticBroker
+            } else {
+                ConfigSource::Default
+            };
+            Entry {
+                name: k.clone(),
+                value: v.clone(),
+                source,
+                config_type: config_type::STRING,
+                read_only: true,
+                synonyms: vec![(k.clone(), v.clone(), source)],
+            }
+        })
+        .collect())
+}
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: DescribeConfigsRequest = super::decode(&ctx, body)?;
+    let mut resp = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let name = res.resource_name.to_string();
+        let entries = match res.resource_type {
+            TOPIC => topic_entries(&b, &name),
+            BROKER => broker_entries(&b, &name),
+            BROKER_LOGGER => Ok(Vec::new()),
+            t => Err((
+                ResponseError::InvalidRequest.code(),
+                format!("Unsupported resource type {t}"),
+            )),
+        };
+        let mut r = DescribeConfigsResult::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name;
+        match entries {
+            Ok(list) => {
+                r.configs = list
+                    .into_iter()
+                    .filter(|e| {
+                        res.configuration_keys
+                            .as_ref()
+                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == e.name))
+                    })
+                    .map(|e| encode_entry(e, req.include_synonyms))
+                    .collect();
+            }
+            Err((code, msg)) => {
+                r.error_code = code;
+                r.error_message = Some(s(msg));
+            }
+        }
+        resp.results.push(r);
+    }
+    super::respond(&ctx, &resp)
+}
