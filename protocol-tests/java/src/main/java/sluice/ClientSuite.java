@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -18,6 +19,7 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -38,13 +40,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       the topic exactly once and in order.
  * </ul>
  *
- * Reads use assign() because consumer groups are not served yet (issue 3). Switching to the
- * group consumer is the one line {@link #USE_GROUP}.
+ * Both read back with the group consumer: default consumer settings except
+ * auto.offset.reset=earliest (a new group must start at the beginning), subscribe(), and a
+ * commitSync() of the final positions, which a second member of the group must then see.
  */
 public final class ClientSuite {
-    /** true: subscribe() with a group id (needs consumer groups, issue 3); false: assign(). */
-    static final boolean USE_GROUP = false;
-
     static final String BOOTSTRAP = System.getenv().getOrDefault("BOOTSTRAP", "127.0.0.1:9092");
 
     public static void main(String[] args) throws Exception {
@@ -94,33 +94,45 @@ public final class ClientSuite {
         return String.format("record-%09d", i);
     }
 
-    /** Every record of partition 0 of `topic` (up to the end offset at the time of the call). */
+    /**
+     * Every record of partition 0 of `topic` (up to the end offset at the time of the call), read
+     * by a consumer in group "java-suite-<topic>" that subscribes and commits what it read.
+     */
     static List<ConsumerRecord<String, String>> readAll(String topic, long expectAtLeast) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        if (USE_GROUP) p.put(ConsumerConfig.GROUP_ID_CONFIG, "java-suite-" + topic);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, "java-suite-" + topic);
         List<ConsumerRecord<String, String>> out = new ArrayList<>();
         TopicPartition tp = new TopicPartition(topic, 0);
+        long end;
         try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
-            if (USE_GROUP) c.subscribe(List.of(topic)); else c.assign(List.of(tp));
-            long end = c.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
+            c.subscribe(List.of(topic));
+            end = c.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
             if (end < expectAtLeast) {
                 throw new AssertionError("end offset " + end + " < " + expectAtLeast);
             }
-            long deadline = System.currentTimeMillis() + 60_000;
+            long deadline = System.currentTimeMillis() + 90_000;
             long pos = 0;
             while (pos < end) {
                 if (System.currentTimeMillis() > deadline) {
-                    throw new AssertionError("timed out reading: at " + pos + " of " + end);
+                    throw new AssertionError("timed out reading: at " + pos + " of " + end
+                            + ", assignment " + c.assignment());
                 }
                 for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
                     out.add(r);
                     pos = r.offset() + 1;
                 }
+            }
+            c.commitSync(Duration.ofSeconds(30));
+        }
+        // A new member of the same group starts from the committed offset.
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            OffsetAndMetadata committed = c.committed(Set.of(tp), Duration.ofSeconds(30)).get(tp);
+            if (committed == null || committed.offset() != end) {
+                throw new AssertionError("committed offset " + committed + ", want " + end);
             }
         }
         return out;
