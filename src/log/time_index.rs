@@ -20,7 +20,9 @@ pub struct TimeEntry {
 
 pub struct TimeIndex {
     path: PathBuf,
-    file: File,
+    /// Opened on the first write: an index that is only read holds no file descriptor
+    /// (a broker with 10,000 idle partitions would otherwise need 30,000).
+    file: Option<File>,
     base_offset: i64,
     /// (timestamp, relative offset)
     entries: Vec<(i64, u32)>,
@@ -42,6 +44,7 @@ impl TimeIndex {
         if whole != data.len() {
             file.set_len(whole as u64)?;
         }
+        drop(file);
         let entries = data[..whole]
             .chunks_exact(TIME_ENTRY_SIZE)
             .map(|c| {
@@ -53,7 +56,7 @@ impl TimeIndex {
             .collect();
         Ok(TimeIndex {
             path: path.to_path_buf(),
-            file,
+            file: None,
             base_offset,
             entries,
             max_entries: (max_index_bytes / TIME_ENTRY_SIZE).max(1),
@@ -130,8 +133,8 @@ impl TimeIndex {
         let mut buf = [0u8; TIME_ENTRY_SIZE];
         buf[0..8].copy_from_slice(&timestamp.to_be_bytes());
         buf[8..12].copy_from_slice(&(rel as u32).to_be_bytes());
-        self.file
-            .write_all_at(&buf, (self.entries.len() * TIME_ENTRY_SIZE) as u64)?;
+        let at = (self.entries.len() * TIME_ENTRY_SIZE) as u64;
+        self.file()?.write_all_at(&buf, at)?;
         self.entries.push((timestamp, rel as u32));
         Ok(true)
     }
@@ -156,7 +159,7 @@ impl TimeIndex {
             .entries
             .partition_point(|e| base + (e.1 as i64) < offset);
         if keep < self.entries.len() {
-            self.file.set_len((keep * TIME_ENTRY_SIZE) as u64)?;
+            self.file()?.set_len((keep * TIME_ENTRY_SIZE) as u64)?;
             self.entries.truncate(keep);
         }
         Ok(())
@@ -164,7 +167,7 @@ impl TimeIndex {
 
     pub fn reset(&mut self) -> io::Result<()> {
         self.entries.clear();
-        self.file.set_len(0)
+        self.file()?.set_len(0)
     }
 
     /// Timestamps strictly increasing, offsets non-decreasing and below
@@ -192,8 +195,26 @@ impl TimeIndex {
         Ok(())
     }
 
+    /// fdatasync of what this process wrote (an index never written since it was opened has
+    /// nothing of ours to sync).
     pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
+        match &self.file {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
+
+    fn file(&mut self) -> io::Result<&File> {
+        if self.file.is_none() {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&self.path)?;
+            self.file = Some(f);
+        }
+        Ok(self.file.as_ref().expect("just opened"))
     }
 
     pub fn delete(self) -> io::Result<()> {
