@@ -26,6 +26,10 @@ impl Chunk {
             Chunk::File { len, .. } => *len,
         }
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A complete response frame, including its 4-byte size prefix.
@@ -45,6 +49,10 @@ impl Response {
 
     pub fn len(&self) -> usize {
         self.chunks.iter().map(Chunk::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks.iter().all(Chunk::is_empty)
     }
 }
 
