@@ -82,6 +82,32 @@ unsafe fn libc_munmap(ptr: *mut u8, size: usize) {
     }
 }
 
+/// Lets glibc keep request-sized buffers (up to 32 MiB) in its heap for reuse, instead of
+/// giving each one its own `mmap` and returning it with `munmap` on free.
+///
+/// By default glibc maps every allocation above a threshold (128 KiB, raised only up to the
+/// size of the last freed mapping) separately, so each large produce request (a 1 MB batch
+/// is normal) cost a fresh mapping: one page fault and a zeroed page per 4 KiB for the frame
+/// buffer and again for the produce copy, then an `munmap`. Profiled under a 1 KiB produce
+/// load that was about a fifth of the broker's CPU. Kafka reuses its (pre-touched) JVM heap.
+/// Call once at start-up, before other threads exist.
+pub fn keep_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::ffi::c_int;
+        unsafe extern "C" {
+            fn mallopt(param: c_int, value: c_int) -> c_int;
+        }
+        const M_TRIM_THRESHOLD: c_int = -1;
+        const M_MMAP_THRESHOLD: c_int = -3;
+        // SAFETY: plain C calls that only change malloc's tuning parameters.
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 32 << 20);
+            mallopt(M_TRIM_THRESHOLD, 64 << 20);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -25,6 +25,7 @@ struct Args {
 }
 
 fn main() {
+    sluice::alloc::keep_large_buffers();
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

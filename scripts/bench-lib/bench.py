@@ -1,0 +1,629 @@
+#!/usr/bin/env python3
+"""Driver of scripts/bench: Sluice against Apache Kafka on this machine.
+
+Each repetition starts one broker at a time (never both), runs every workload on it, stops it
+and deletes its data; the brokers alternate (K S, S K, K S, ...) so that drift of the machine
+hits both alike. Results: per metric the median over repetitions, the range, and the ratio
+Sluice/Kafka of the medians. Raw per-run records go to <out>/runs.jsonl, the tables to
+<out>/results.md and <out>/results.json; docs/bench.md and docs/bench.png are updated from them
+with --publish.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import kwire
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCRIPTS = os.path.join(ROOT, "scripts")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+SIZES = [100, 1024, 16384]
+ACKS = ["1", "all"]
+
+# Broker settings given to both brokers explicitly (all are Kafka's defaults): 1 GiB segments,
+# no forced fsync (the OS writes back), one partition per new topic.
+COMMON_SETTINGS = {
+    "log.segment.bytes": "1073741824",
+    "log.flush.interval.messages": "9223372036854775807",
+    "num.partitions": "1",
+}
+# Kafka's own start script (bin/kafka-server-start.sh + kafka-run-class.sh) defaults.
+KAFKA_HEAP = "-Xmx1G -Xms1G"
+KAFKA_JVM = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
+             "-XX:+ExplicitGCInvokesConcurrent")
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def proc_cpu(pid):
+    """utime+stime of a process (all its threads), seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_rss(pid):
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_fds(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+class RssSampler:
+    """Samples a process's RSS every 100 ms in a thread; keeps the maximum."""
+
+    def __init__(self, pid):
+        self.pid, self.max, self._stop = pid, 0, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            r = proc_rss(self.pid)
+            if r:
+                self.max = max(self.max, r)
+            self._stop.wait(0.1)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *a):
+        self._stop.set()
+        self._t.join()
+
+
+def run_client(cmd, timeout, env=None):
+    """Runs a load generator; returns (rc, stdout, stderr, wall s, its CPU s from wait4)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         start_new_session=True)
+    out_chunks, err_chunks = [], []
+    to = threading.Thread(target=lambda: out_chunks.append(p.stdout.read()), daemon=True)
+    te = threading.Thread(target=lambda: err_chunks.append(p.stderr.read()), daemon=True)
+    to.start()
+    te.start()
+    deadline = t0 + timeout
+    rusage = None
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            rusage = ru
+            break
+        if time.monotonic() > deadline:
+            os.killpg(p.pid, signal.SIGKILL)
+            _, status, rusage = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.01)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    to.join(5)
+    te.join(5)
+    wall = time.monotonic() - t0
+    out = (out_chunks[0] if out_chunks else b"").decode(errors="replace")
+    err = (err_chunks[0] if err_chunks else b"").decode(errors="replace")
+    cpu = rusage.ru_utime + rusage.ru_stime if rusage else None
+    return p.returncode, out, err, wall, cpu
+
+
+class Broker:
+    """One broker, started and stopped through scripts/broker-ctl."""
+
+    def __init__(self, kind, port, work, sluice_bin, kafka_libs):
+        self.kind, self.port, self.work = kind, port, work
+        self.data = os.path.join(work, f"data-{kind}")
+        self.stamp = os.path.join(work, f"start-stamp-{kind}")
+        self.bindir = os.path.join(work, "bin")
+        self.sluice_bin, self.kafka_libs = sluice_bin, kafka_libs
+        self.pid = None
+        os.makedirs(self.bindir, exist_ok=True)
+        # Wrappers that note the wall-clock time right before the broker process is exec'd,
+        # so start-up time is measured from process start (not from broker-ctl's own checks,
+        # nor Kafka's one-time storage formatting).
+        real_java = shutil.which("java")
+        with open(os.path.join(self.bindir, "java"), "w") as f:
+            f.write("#!/usr/bin/env bash\n"
+                    'for a in "$@"; do [[ "$a" == kafka.Kafka ]] && '
+                    f'echo "$EPOCHREALTIME" > "{os.path.join(work, "start-stamp-kafka")}"; done\n'
+                    f'exec "{real_java}" "$@"\n')
+        with open(os.path.join(self.bindir, "sluice"), "w") as f:
+            f.write("#!/usr/bin/env bash\n"
+                    f'echo "$EPOCHREALTIME" > "{os.path.join(work, "start-stamp-sluice")}"\n'
+                    f'exec "{sluice_bin}" "$@"\n')
+        for n in ("java", "sluice"):
+            os.chmod(os.path.join(self.bindir, n), 0o755)
+
+    def env(self):
+        e = dict(os.environ)
+        e.update({
+            "BROKER_KIND": self.kind,
+            "BROKER_PORT": str(self.port),
+            "BROKER_DATA": self.data,
+            "BROKER_LOG": os.path.join(self.work, f"broker-{self.kind}.log"),
+            "BROKER_PIDFILE": os.path.join(self.work, f"broker-{self.kind}.pid"),
+            "BROKER_OVERRIDES": " ".join(f"{k}={v}" for k, v in COMMON_SETTINGS.items()),
+            "SLUICE_BIN": os.path.join(self.bindir, "sluice"),
+            "KAFKA_LIBS": self.kafka_libs,
+            "KAFKA_HEAP_OPTS": KAFKA_HEAP,
+            "KAFKA_JVM_OPTS": KAFKA_JVM,
+            "PATH": self.bindir + os.pathsep + e.get("PATH", ""),
+        })
+        return e
+
+    def ctl(self, cmd, timeout=180):
+        return subprocess.run([os.path.join(SCRIPTS, "broker-ctl"), cmd], env=self.env(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self):
+        """Starts the broker on an empty data dir; returns seconds from process start to the
+        first Metadata response that lists a broker."""
+        shutil.rmtree(self.data, ignore_errors=True)
+        for p in (self.stamp,):
+            if os.path.exists(p):
+                os.remove(p)
+        ctl = subprocess.Popen([os.path.join(SCRIPTS, "broker-ctl"), "start"], env=self.env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first_ok = None
+        deadline = time.monotonic() + 180
+        while first_ok is None and time.monotonic() < deadline:
+            try:
+                with kwire.connect(self.port, timeout=1.0) as s:
+                    if s.getsockname() == s.getpeername():
+                        # TCP self-connect (a port in the ephemeral range, nothing listening
+                        # yet): it would hold the broker's port.
+                        continue
+                    n, _ = kwire.metadata(s, [])
+                    if n >= 1:
+                        first_ok = time.time()
+                        break
+            except (OSError, ValueError, Exception):
+                pass
+            if ctl.poll() is not None and ctl.returncode != 0:
+                break
+            time.sleep(0.001)
+        out, err = ctl.communicate(timeout=200)
+        if ctl.returncode != 0:
+            raise RuntimeError(f"{self.kind} did not start: {err.strip()[-2000:]}")
+        with open(os.path.join(self.work, f"broker-{self.kind}.pid")) as f:
+            self.pid = int(f.read().strip())
+        with open(self.stamp) as f:
+            t0 = float(f.read().strip())
+        return first_ok - t0 if first_ok else None
+
+    def stop(self):
+        # SIGKILL: shutdown is not measured and the data is deleted (Kafka's orderly shutdown
+        # with 10,000 partitions takes half a minute here).
+        self.ctl("kill9", timeout=120)
+        self.pid = None
+        shutil.rmtree(self.data, ignore_errors=True)
+        subprocess.run(["sync"], check=False)
+
+    def cpu(self):
+        return proc_cpu(self.pid)
+
+    def rss(self):
+        return proc_rss(self.pid)
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.quick = args.quick
+        self.port = args.port
+        self.work = args.out
+        os.makedirs(self.work, exist_ok=True)
+        self.runs_file = open(os.path.join(self.work, "runs.jsonl"), "a")
+        self.loadgen = args.loadgen
+        self.kafka_libs = args.kafka_libs
+        self.brokers = {k: Broker(k, self.port, self.work, args.sluice_bin, args.kafka_libs)
+                        for k in ("kafka", "sluice")}
+        self.results = []  # dicts: rep, broker, workload, metrics
+        self.kafka_max = {}  # (size, acks) -> records/s of Kafka's unthrottled Java produce
+        self.sluice_groups = None
+        s = 1 if self.quick else args.scale
+        # Records per unthrottled produce run (about 3-4 s on Kafka here at full scale).
+        # Record counts per unthrottled run: a few seconds on Kafka here (ProducerPerformance
+        # longer: its JVM compiles for the first seconds, a fixed cost that would otherwise
+        # weigh more on the broker where the run is shorter); native topics stay below one
+        # 1 GiB segment, so no run includes a segment roll.
+        self.n_java = {100: int(800_000 * s), 1024: int(250_000 * s), 16384: int(12_000 * s)}
+        self.n_native = {100: int(3_000_000 * s), 1024: int(800_000 * s), 16384: int(50_000 * s)}
+        if self.quick:
+            self.n_java = {100: 200_000, 1024: 50_000, 16384: 3_000}
+            self.n_native = {100: 600_000, 1024: 200_000, 16384: 15_000}
+        self.throttled_s = 1.5 if self.quick else 2.0
+        self.consume_passes = 1 if self.quick else 2
+        self.parts = 1_000 if self.quick else 10_000
+        self.parts_records = 20_000 if self.quick else 100_000
+        self.conns = 500 if self.quick else 2_000
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def record(self, rep, broker, workload, **metrics):
+        row = {"rep": rep, "broker": broker, "workload": workload, **metrics}
+        self.results.append(row)
+        self.runs_file.write(json.dumps(row) + "\n")
+        self.runs_file.flush()
+        short = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in metrics.items()
+                 if k in ("mb_s", "rec_s", "p99_ms", "p99_us", "seconds", "broker_cpu_s",
+                          "client_cpu_s", "error", "startup_ms", "rss_mb")}
+        log(f"rep {rep} {broker:6} {workload:24} {short}")
+
+    def measure(self, broker, fn):
+        """Runs fn() and adds the broker's CPU seconds and peak RSS during it.
+
+        Dirty pages are written back first (not timed): past ~2 GB of dirty data the kernel's
+        background writeback runs concurrently with the broker's writes and makes them several
+        times as expensive, so without this a workload's cost would depend on how much the
+        previous ones wrote (measured here: 16 KiB produce 1,671 MB/s on a clean page cache,
+        443 MB/s with 2 GB dirty, on either broker alike)."""
+        subprocess.run(["sync"], check=False)
+        c0 = broker.cpu()
+        t0 = time.monotonic()
+        with RssSampler(broker.pid) as rs:
+            out = fn()
+        out["wall_s"] = time.monotonic() - t0
+        c1 = broker.cpu()
+        out["broker_cpu_s"] = (c1 - c0) if (c0 is not None and c1 is not None) else None
+        out["broker_rss_peak_mb"] = rs.max / 2**20
+        return out
+
+    # --- load generators ----------------------------------------------------------------------
+
+    def java_produce(self, topic, size, count, acks, throughput=-1, linger=None):
+        props = [f"bootstrap.servers=127.0.0.1:{self.port}", f"acks={acks}",
+                 "enable.idempotence=false"]
+        if linger is not None:
+            props.append(f"linger.ms={linger}")
+        cmd = [os.path.join(SCRIPTS, "kafka-run-class"),
+               "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+               "--num-records", str(count), "--record-size", str(size),
+               "--throughput", str(throughput), "--producer-props", *props]
+        env = dict(os.environ, KAFKA_LIBS=self.kafka_libs)
+        rc, out, err, wall, cpu = run_client(cmd, timeout=300, env=env)
+        res = {"client": "java", "client_cpu_s": cpu, "client_wall_s": wall}
+        final = [l for l in out.splitlines() if "records sent" in l and "th." in l]
+        if rc != 0 or not final:
+            res["error"] = (err.strip() or out.strip())[-500:] or f"exit {rc}"
+            return res
+        # "N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max latency,
+        #  a ms 50th, b ms 95th, c ms 99th, d ms 99.9th."
+        parts = [p.strip() for p in final[-1].rstrip(".").split(",")]
+        res["records"] = int(parts[0].split()[0])
+        res["rec_s"] = float(parts[1].split()[0])
+        res["mb_s"] = res["rec_s"] * size / 1e6
+        res["avg_ms"] = float(parts[2].split()[0])
+        res["max_ms"] = float(parts[3].split()[0])
+        res["p50_ms"] = float(parts[4].split()[0])
+        res["p95_ms"] = float(parts[5].split()[0])
+        res["p99_ms"] = float(parts[6].split()[0])
+        res["p999_ms"] = float(parts[7].split()[0])
+        res["seconds"] = res["records"] / res["rec_s"] if res["rec_s"] else None
+        return res
+
+    def native(self, *args, timeout=240):
+        cmd = [self.loadgen, "-brokers", f"127.0.0.1:{self.port}", "-timeout", "200s", *args]
+        rc, out, err, wall, cpu = run_client(cmd, timeout=timeout)
+        res = {"client": "native", "client_cpu_s": cpu, "client_wall_s": wall}
+        try:
+            j = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            res["error"] = (err.strip() or out.strip())[-500:] or f"exit {rc}"
+            return res
+        if j.get("errors") or rc != 0:
+            res["error"] = j.get("first_error") or err.strip()[-500:] or f"exit {rc}"
+        res.update({"records": j["records"], "bytes": j["bytes"], "seconds": j["seconds"],
+                    "rec_s": j["rec_per_s"], "mb_s": j["mb_per_s"]})
+        for k in ("p50_us", "p99_us", "p999_us", "max_us", "avg_us"):
+            if k in j:
+                res[k] = j[k]
+        return res
+
+    def create(self, name, partitions=1, timeout_ms=120000):
+        """Creates a topic and waits until every partition has a leader; returns (seconds to
+        the CreateTopics response, seconds until ready, how). Kafka's KRaft controller refuses
+        one operation of more than 10,000 records (POLICY_VIOLATION, 'excessively large batch
+        operation'), i.e. a topic of 10,000 partitions: then the topic is created with half
+        and grown with CreatePartitions, as a Kafka operator has to."""
+        how = "CreateTopics"
+        with kwire.connect(self.port, timeout=60) as s:
+            t0 = time.monotonic()
+            err, msg = kwire.create_topic(s, name, partitions, timeout_ms=timeout_ms)
+            if err == 44 and partitions > 1:
+                how = "CreateTopics + CreatePartitions"
+                err, msg = kwire.create_topic(s, name, partitions // 2, timeout_ms=timeout_ms,
+                                              corr=2)
+                if not err:
+                    err, msg = kwire.create_partitions(s, name, partitions, timeout_ms, corr=3)
+            t_resp = time.monotonic() - t0
+        if err:
+            raise RuntimeError(f"{how} {name}: error {err} {msg}")
+        t_ready = kwire.wait_topic_ready(self.port, name, partitions, timeout=300)
+        return t_resp, t_resp + t_ready, how
+
+    # --- workloads ----------------------------------------------------------------------------
+
+    def phase(self, rep, kind):
+        b = self.brokers[kind]
+        log(f"rep {rep}: starting {kind} (load average {loadavg()})")
+        startup = b.start()
+        time.sleep(2.0)
+        self.record(rep, kind, "startup", startup_ms=startup * 1000 if startup else None,
+                    rss_mb=b.rss() / 2**20, fds=proc_fds(b.pid),
+                    broker_cpu_s=b.cpu(), load=loadavg()[0])
+        try:
+            self.workloads(rep, kind, b)
+        finally:
+            b.stop()
+
+    def workloads(self, rep, kind, b):
+        w = self.a.only
+        want = lambda name: (not w) or any(x in name for x in w.split(","))  # noqa: E731
+        if kind == "sluice" and self.sluice_groups is None:
+            with kwire.connect(self.port) as s:
+                self.sluice_groups = 11 in kwire.api_versions(s)
+
+        # Warm-up (not reported): lets the JVM compile its hot paths before anything is timed,
+        # and gives both brokers the same history.
+        self.create("warmup")
+        self.native("-mode", "produce", "-topic", "warmup", "-size", "1024", "-count",
+                    str(100_000 if self.quick else 300_000), "-acks", "1")
+        self.java_produce("warmup", 1024, 50_000 if self.quick else 200_000, "1")
+        self.native("-mode", "consume", "-topic", "warmup", "-count", "100000")
+
+        for size in SIZES:
+            # Unthrottled produce. ProducerPerformance: Kafka's own producer with its defaults
+            # (batch.size 16 KiB, linger.ms 5). Native: franz-go, 1 MB batches, linger 5 ms.
+            for gen in ("java", "native"):
+                for acks in ACKS:
+                    name = f"produce-{gen}-{size}-acks{acks}"
+                    topic = f"{gen}-{size}-acks{acks}"
+                    self.create(topic)
+                    if not want(name):
+                        continue
+                    if gen == "java":
+                        r = self.measure(b, lambda: self.java_produce(
+                            topic, size, self.n_java[size], acks))
+                    else:
+                        r = self.measure(b, lambda: self.native(
+                            "-mode", "produce", "-topic", topic, "-size", str(size), "-count",
+                            str(self.n_native[size]), "-acks", acks))
+                    self.record(rep, kind, name, **r)
+                    if kind == "kafka" and "rec_s" in r:
+                        self.kafka_max.setdefault((gen, size, acks), r["rec_s"])
+            # Consume from the beginning what the native producer wrote (acks=1 topic).
+            if want(f"consume-native-{size}"):
+                self.consume(rep, kind, b, f"native-{size}-acks1", size, self.n_native[size])
+            # Throttled at half of Kafka's maximum for the same generator, size and acks (from
+            # the first Kafka repetition, which always runs before any throttled run).
+            # linger 0 on both clients, so the latency is the broker's and the network's, not
+            # the client's batching delay.
+            for gen in ("native", "java"):
+                for acks in ACKS:
+                    name = f"latency-{gen}-{size}-acks{acks}"
+                    rate = self.kafka_max.get((gen, size, acks))
+                    if not rate or not want(name):
+                        continue
+                    rate = max(1, int(rate / 2))
+                    count = max(1000, int(rate * self.throttled_s))
+                    topic = f"lat-{gen}-{size}-acks{acks}"
+                    self.create(topic)
+                    if gen == "java":
+                        r = self.measure(b, lambda: self.java_produce(
+                            topic, size, count, acks, throughput=rate, linger=0))
+                    else:
+                        r = self.measure(b, lambda: self.native(
+                            "-mode", "produce", "-topic", topic, "-size", str(size), "-count",
+                            str(count), "-acks", acks, "-rate", str(rate), "-linger", "0s"))
+                    self.record(rep, kind, name, rate=rate, **r)
+        if want("consume-java"):
+            self.consume_java(rep, kind, b)
+        if want("partitions"):
+            self.many_partitions(rep, kind, b)
+        if want("connections"):
+            self.connections(rep, kind, b)
+        self.record(rep, kind, "end", rss_mb=b.rss() / 2**20, fds=proc_fds(b.pid))
+
+    def consume(self, rep, kind, b, topic, size, count):
+        def go():
+            tot = {"records": 0, "bytes": 0, "seconds": 0.0, "client_cpu_s": 0.0}
+            for _ in range(self.consume_passes):
+                r = self.native("-mode", "consume", "-topic", topic, "-count", str(count))
+                if "error" in r:
+                    return r
+                for k in tot:
+                    tot[k] += r[k]
+            tot["rec_s"] = tot["records"] / tot["seconds"]
+            tot["mb_s"] = tot["bytes"] / tot["seconds"] / 1e6
+            tot["client"] = "native"
+            return tot
+        r = self.measure(b, go)
+        if r.get("broker_cpu_s") is not None and r.get("bytes"):
+            r["broker_cpu_s_per_gib"] = r["broker_cpu_s"] / (r["bytes"] / 2**30)
+        self.record(rep, kind, f"consume-native-{size}", **r)
+
+    def consume_java(self, rep, kind, b):
+        """Kafka's ConsumerPerformance (1 KiB topic). It needs consumer groups: run on Sluice
+        only once Sluice advertises JoinGroup."""
+        if kind == "sluice" and not self.sluice_groups:
+            self.record(rep, kind, "consume-java-1024", skipped="no consumer groups in Sluice yet")
+            return
+        topic, count = "java-1024-acks1", self.n_java[1024]
+        cmd = [os.path.join(SCRIPTS, "kafka-run-class"),
+               "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+               f"127.0.0.1:{self.port}", "--topic", topic, "--messages", str(count),
+               "--group", f"bench-{rep}", "--timeout", "60000", "--hide-header"]
+
+        def go():
+            env = dict(os.environ, KAFKA_LIBS=self.kafka_libs)
+            rc, out, err, wall, cpu = run_client(cmd, timeout=180, env=env)
+            res = {"client": "java", "client_cpu_s": cpu, "client_wall_s": wall}
+            # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg,
+            # nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+            rows = [l for l in out.splitlines() if l.count(",") >= 9]
+            if rc != 0 or not rows:
+                res["error"] = (err.strip() or out.strip())[-500:] or f"exit {rc}"
+                return res
+            f = [x.strip() for x in rows[-1].split(",")]
+            res["bytes"] = float(f[2]) * 2**20
+            res["records"] = int(f[4])
+            res["rebalance_ms"] = float(f[6])
+            res["fetch_ms"] = float(f[7])
+            res["mb_s"] = float(f[8]) * 2**20 / 1e6  # fetch MB/s, excluding the group join
+            res["rec_s"] = float(f[9])
+            return res
+        r = self.measure(b, go)
+        if r.get("broker_cpu_s") is not None and r.get("bytes"):
+            r["broker_cpu_s_per_gib"] = r["broker_cpu_s"] / (r["bytes"] / 2**30)
+        self.record(rep, kind, "consume-java-1024", **r)
+
+    def many_partitions(self, rep, kind, b):
+        name, n = "parts", self.parts
+        rss0 = b.rss()
+        c0 = b.cpu()
+        try:
+            t_resp, t_ready, how = self.create(name, n, timeout_ms=300000)
+        except Exception as e:  # noqa: BLE001 - reported, not fatal
+            self.record(rep, kind, f"partitions-{n}-create", error=str(e)[-300:],
+                        rss_mb=(b.rss() or 0) / 2**20)
+            return
+        self.record(rep, kind, f"partitions-{n}-create", seconds=t_ready, response_s=t_resp, how=how,
+                    broker_cpu_s=b.cpu() - c0, rss_mb=b.rss() / 2**20,
+                    rss_growth_mb=(b.rss() - rss0) / 2**20, fds=proc_fds(b.pid))
+        r = self.measure(b, lambda: self.native(
+            "-mode", "produce", "-topic", name, "-partition", "-1", "-size", "100",
+            "-count", str(self.parts_records), "-acks", "1"))
+        r["rss_mb"] = b.rss() / 2**20
+        self.record(rep, kind, f"partitions-{n}-produce", **r)
+
+    def connections(self, rep, kind, b):
+        """Opens N connections, each answering one ApiVersions, holds them, then checks that the
+        broker still answers Metadata quickly and that every connection still works."""
+        import socket
+        n = self.conns
+        rss0, c0 = b.rss(), b.cpu()
+        socks = []
+        err = None
+        t0 = time.monotonic()
+        try:
+            for _ in range(n):
+                s = kwire.connect(self.port, timeout=10)
+                kwire.api_versions(s)
+                socks.append(s)
+        except (OSError, ValueError) as e:
+            err = f"after {len(socks)} connections: {e}"
+        t_open = time.monotonic() - t0
+        time.sleep(2.0)
+        rss1 = b.rss()
+        lat = []
+        for i in range(20):
+            t = time.monotonic()
+            with kwire.connect(self.port) as s:
+                kwire.metadata(s, [])
+            lat.append(time.monotonic() - t)
+        alive = 0
+        for i, s in enumerate(socks):
+            try:
+                kwire.api_versions(s, corr=2)
+                alive += 1
+            except (OSError, ValueError):
+                pass
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self.record(rep, kind, f"connections-{n}", opened=len(socks), alive=alive,
+                    open_s=t_open, rss_mb=rss1 / 2**20,
+                    kib_per_conn=(rss1 - rss0) / 1024 / max(1, len(socks)),
+                    metadata_ms=statistics.median(lat) * 1000, broker_cpu_s=b.cpu() - c0,
+                    **({"error": err} if err else {}))
+
+    # --- main ---------------------------------------------------------------------------------
+
+    def run(self):
+        reps = 1 if self.quick else self.a.reps
+        order = ["kafka", "sluice"]
+        t0 = time.monotonic()
+        for rep in range(1, reps + 1):
+            for kind in (order if rep % 2 == 1 else order[::-1]):
+                if self.a.broker and kind != self.a.broker:
+                    continue
+                self.phase(rep, kind)
+        self.elapsed = time.monotonic() - t0
+        log(f"done in {self.elapsed:.0f} s")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply record counts")
+    ap.add_argument("--port", type=int, default=19092,
+                    help="below the ephemeral range: the start-up probe connects in a tight loop")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--loadgen", required=True)
+    ap.add_argument("--kafka-libs", required=True)
+    ap.add_argument("--sluice-bin", required=True)
+    ap.add_argument("--only", default="", help="comma-separated substrings of workload names")
+    ap.add_argument("--broker", choices=["kafka", "sluice"], help="run only this broker")
+    args = ap.parse_args()
+    bench = Bench(args)
+    meta = {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "load_at_start": loadavg(),
+        "quick": args.quick,
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                           if l.startswith("model name")), "?"),
+        "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
+        "settings": COMMON_SETTINGS,
+        "kafka_heap": KAFKA_HEAP,
+        "kafka_jvm": KAFKA_JVM,
+    }
+    try:
+        bench.run()
+    finally:
+        meta["load_at_end"] = loadavg()
+        meta["elapsed_s"] = getattr(bench, "elapsed", None)
+        meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump({"meta": meta, "runs": bench.results}, f, indent=1)
+        for b in bench.brokers.values():
+            if b.pid:
+                b.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Minimal Kafka wire client for scripts/bench: just the requests the benchmark itself sends
+(ApiVersions v0, Metadata v4, CreateTopics v2), hand-encoded, blocking sockets."""
+
+import socket
+import struct
+import time
+
+CLIENT_ID = b"sluice-bench"
+
+
+def _str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack(">h", len(b)) + b
+
+
+def frame(api_key, version, corr, body):
+    header = struct.pack(">hhi", api_key, version, corr) + _str(CLIENT_ID)
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def roundtrip(sock, api_key, version, body, corr=1):
+    sock.sendall(frame(api_key, version, corr, body))
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    data = recv_exact(sock, size)
+    (got,) = struct.unpack(">i", data[:4])
+    if got != corr:
+        raise ValueError(f"correlation id {got} != {corr}")
+    return data[4:]
+
+
+class Reader:
+    def __init__(self, data):
+        self.d, self.p = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.d, self.p)
+        self.p += struct.calcsize(fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.d[self.p:self.p + n].decode()
+        self.p += n
+        return s
+
+
+def connect(port, timeout=5.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def api_versions(sock, corr=1):
+    """ApiVersions v0: returns {api_key: (min, max)}."""
+    r = Reader(roundtrip(sock, 18, 0, b"", corr))
+    err = r.take(">h")
+    if err:
+        raise ValueError(f"ApiVersions error {err}")
+    out = {}
+    for _ in range(r.take(">i")):
+        k, lo, hi = r.take(">hhh")
+        out[k] = (lo, hi)
+    return out
+
+
+def metadata(sock, topics=None, corr=1):
+    """Metadata v4. Returns (broker count, {topic: (error, [(partition, error, leader)])})."""
+    if topics is None:
+        body = struct.pack(">i", -1)
+    else:
+        body = struct.pack(">i", len(topics)) + b"".join(_str(t) for t in topics)
+    body += b"\x00"  # allow_auto_topic_creation = false
+    r = Reader(roundtrip(sock, 3, 4, body, corr))
+    r.take(">i")  # throttle
+    nbrokers = r.take(">i")
+    for _ in range(nbrokers):
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        r.string()
+    r.string()  # cluster id
+    r.take(">i")  # controller
+    out = {}
+    for _ in range(r.take(">i")):
+        terr = r.take(">h")
+        name = r.string()
+        r.take(">b")
+        parts = []
+        for _ in range(r.take(">i")):
+            perr, idx, leader = r.take(">hii")
+            for _ in range(2):  # replicas, isr
+                n = r.take(">i")
+                r.p += 4 * n
+            parts.append((idx, perr, leader))
+        out[name] = (terr, parts)
+    return nbrokers, out
+
+
+def create_topic(sock, name, partitions, timeout_ms=120000, configs=None, corr=1):
+    """CreateTopics v2 for one topic; returns (error_code, message)."""
+    configs = configs or {}
+    body = struct.pack(">i", 1) + _str(name) + struct.pack(">ih", partitions, 1)
+    body += struct.pack(">i", 0)  # assignments
+    body += struct.pack(">i", len(configs))
+    for k, v in configs.items():
+        body += _str(k) + _str(v)
+    body += struct.pack(">i", timeout_ms) + b"\x00"
+    old = sock.gettimeout()
+    sock.settimeout(timeout_ms / 1000 + 30)
+    try:
+        r = Reader(roundtrip(sock, 19, 2, body, corr))
+    finally:
+        sock.settimeout(old)
+    r.take(">i")
+    r.take(">i")  # one topic
+    r.string()
+    err = r.take(">h")
+    return err, r.string()
+
+
+def wait_topic_ready(port, name, partitions, timeout=180.0):
+    """Polls Metadata until every partition of `name` has a leader; returns seconds waited."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            with connect(port, timeout=30) as s:
+                _, topics = metadata(s, [name])
+            terr, parts = topics.get(name, (-1, []))
+            ok = sum(1 for _, perr, leader in parts if perr == 0 and leader >= 0)
+            if terr == 0 and ok == partitions:
+                return time.monotonic() - t0
+        except (OSError, ValueError, struct.error):
+            pass
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError(f"topic {name}: not all {partitions} partitions have a leader")
+        time.sleep(0.05)
+
+
+def create_partitions(sock, name, total, timeout_ms=120000, corr=1):
+    """CreatePartitions v1: grows `name` to `total` partitions; returns (error_code, message)."""
+    body = struct.pack(">i", 1) + _str(name) + struct.pack(">i", total) + struct.pack(">i", -1)
+    body += struct.pack(">i", timeout_ms) + b"\x00"
+    old = sock.gettimeout()
+    sock.settimeout(timeout_ms / 1000 + 30)
+    try:
+        r = Reader(roundtrip(sock, 37, 1, body, corr))
+    finally:
+        sock.settimeout(old)
+    r.take(">i")
+    r.take(">i")
+    r.string()
+    err = r.take(">h")
+    return err, r.string()

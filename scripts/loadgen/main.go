@@ -1,0 +1,219 @@
+// loadgen: the native load generator of scripts/bench, built on franz-go (kgo).
+//
+// It produces or consumes a bounded number of records and prints one JSON line with the
+// result, so that it always stops by itself:
+//
+//	loadgen -mode produce -brokers 127.0.0.1:9092 -topic t -size 1024 -count 100000 -acks 1
+//	loadgen -mode produce ... -rate 20000 -linger 0s     # paced; per-record latency in µs
+//	loadgen -mode consume -brokers ... -topic t -count 100000   # partition 0 from the start
+//
+// Produce latency is the time from handing the record to the client until its delivery
+// promise fires (the broker's response), measured with the monotonic clock. Pacing sleeps
+// (it never spins), so a throttled run leaves the CPU to the broker.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type result struct {
+	Mode     string  `json:"mode"`
+	Records  int64   `json:"records"`
+	Bytes    int64   `json:"bytes"`
+	Errors   int64   `json:"errors"`
+	Seconds  float64 `json:"seconds"`
+	RecPerS  float64 `json:"rec_per_s"`
+	MBPerS   float64 `json:"mb_per_s"`
+	P50us    float64 `json:"p50_us,omitempty"`
+	P99us    float64 `json:"p99_us,omitempty"`
+	P999us   float64 `json:"p999_us,omitempty"`
+	MaxUs    float64 `json:"max_us,omitempty"`
+	AvgUs    float64 `json:"avg_us,omitempty"`
+	FirstErr string  `json:"first_error,omitempty"`
+}
+
+func main() {
+	var (
+		brokers   = flag.String("brokers", "127.0.0.1:9092", "seed broker")
+		topic     = flag.String("topic", "", "topic")
+		mode      = flag.String("mode", "produce", "produce | consume")
+		partition = flag.Int("partition", 0, "partition to produce to / consume (-1: produce round-robin over all)")
+		size      = flag.Int("size", 1024, "record value bytes (produce)")
+		count     = flag.Int64("count", 100000, "records to produce / consume")
+		rate      = flag.Float64("rate", 0, "records per second (produce; 0 = as fast as possible)")
+		acks      = flag.String("acks", "1", "0 | 1 | all (produce)")
+		linger    = flag.Duration("linger", 5*time.Millisecond, "producer linger")
+		batchMax  = flag.Int("batch-max-bytes", 1000000, "producer batch size limit per partition")
+		inflight  = flag.Int("inflight", 5, "produce requests in flight per broker (the Java client's default is 5)")
+		fetchMax  = flag.Int("fetch-max-partition-bytes", 1<<20, "consumer bytes per partition per fetch")
+		timeout   = flag.Duration("timeout", 120*time.Second, "give up after this long")
+	)
+	flag.Parse()
+	if *topic == "" {
+		fail("-topic is required")
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(*brokers),
+		kgo.ClientID("sluice-loadgen"),
+		kgo.RetryTimeout(*timeout),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var res result
+	switch *mode {
+	case "produce":
+		opts = append(opts,
+			kgo.DefaultProduceTopic(*topic),
+			kgo.DisableIdempotentWrite(),
+			kgo.MaxProduceRequestsInflightPerBroker(*inflight),
+			kgo.ProducerLinger(*linger),
+			kgo.ProducerBatchMaxBytes(int32(*batchMax)),
+			kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.MaxBufferedRecords(max(1000, min(1000000, (64<<20) / *size))),
+		)
+		switch *acks {
+		case "0":
+			opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+		case "1":
+			opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+		case "all", "-1":
+			opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+		default:
+			fail("bad -acks " + *acks)
+		}
+		if *partition >= 0 {
+			opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		} else {
+			opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		}
+		res = produce(ctx, opts, int32(*partition), *size, *count, *rate)
+	case "consume":
+		opts = append(opts,
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+				*topic: {int32(*partition): kgo.NewOffset().AtStart()},
+			}),
+			kgo.FetchMaxPartitionBytes(int32(*fetchMax)),
+			kgo.FetchMaxBytes(int32(max(*fetchMax, 50<<20))),
+		)
+		res = consume(ctx, opts, *count)
+	default:
+		fail("bad -mode " + *mode)
+	}
+	out, _ := json.Marshal(res)
+	fmt.Println(string(out))
+	if res.Errors > 0 || res.Records < *count {
+		os.Exit(1)
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "loadgen: "+msg)
+	os.Exit(2)
+}
+
+func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, count int64, rate float64) result {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		fail(err.Error())
+	}
+	defer cl.Close()
+	// Wait for metadata so the first record's latency does not include the connection setup.
+	if err := cl.Ping(ctx); err != nil {
+		fail("ping: " + err.Error())
+	}
+	value := make([]byte, size)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	lat := make([]uint32, count)
+	var done, errs, bytes atomic.Int64
+	var firstErr sync.Once
+	var firstErrMsg string
+	var wg sync.WaitGroup
+	wg.Add(int(count))
+	start := time.Now()
+	for i := int64(0); i < count; i++ {
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 200*time.Microsecond {
+				time.Sleep(d)
+			}
+		}
+		r := &kgo.Record{Value: value, Partition: partition}
+		sent := time.Now()
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			us := time.Since(sent).Microseconds()
+			n := done.Add(1) - 1
+			lat[n] = uint32(min(us, 1<<31))
+			if err != nil {
+				errs.Add(1)
+				firstErr.Do(func() { firstErrMsg = err.Error() })
+			} else {
+				bytes.Add(int64(len(r.Value)))
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	res := result{Mode: "produce", Records: done.Load() - errs.Load(), Bytes: bytes.Load(),
+		Errors: errs.Load(), Seconds: elapsed, FirstErr: firstErrMsg}
+	res.RecPerS = float64(res.Records) / elapsed
+	res.MBPerS = float64(res.Bytes) / elapsed / 1e6
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	if len(lat) > 0 {
+		pick := func(q float64) float64 { return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))]) }
+		res.P50us, res.P99us, res.P999us, res.MaxUs = pick(0.50), pick(0.99), pick(0.999), float64(lat[len(lat)-1])
+		var sum float64
+		for _, v := range lat {
+			sum += float64(v)
+		}
+		res.AvgUs = sum / float64(len(lat))
+	}
+	return res
+}
+
+func consume(ctx context.Context, opts []kgo.Opt, count int64) result {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		fail(err.Error())
+	}
+	defer cl.Close()
+	if err := cl.Ping(ctx); err != nil {
+		fail("ping: " + err.Error())
+	}
+	var recs, bytes, errs int64
+	var firstErr string
+	start := time.Now()
+	for recs < count && ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if ctx.Err() == nil {
+				errs++
+				if firstErr == "" {
+					firstErr = err.Error()
+				}
+			}
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			recs++
+			bytes += int64(len(r.Value) + len(r.Key))
+		})
+		if errs > 0 {
+			break
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	return result{Mode: "consume", Records: recs, Bytes: bytes, Errors: errs, Seconds: elapsed,
+		RecPerS: float64(recs) / elapsed, MBPerS: float64(bytes) / elapsed / 1e6, FirstErr: firstErr}
+}
