@@ -13,7 +13,7 @@ use kafka_protocol::protocol::Decodable;
 use sluice::broker::Broker;
 use sluice::cluster::controller::NewTopic;
 use sluice::config::BrokerConfig;
-use sluice::net::response::{Chunk, Response};
+use sluice::net::response::Response;
 
 pub mod seeds;
 
@@ -237,25 +237,8 @@ pub fn known_dos(frame: &[u8]) -> bool {
 
 /// The whole response frame, file regions read in.
 pub fn flatten(resp: &Response) -> Vec<u8> {
-    let mut out = Vec::with_capacity(resp.len());
-    for c in &resp.chunks {
-        match c {
-            Chunk::Bytes(b) => out.extend_from_slice(b),
-            Chunk::File {
-                file,
-                position,
-                len,
-            } => {
-                let mut buf = vec![0u8; *len];
-                std::os::unix::fs::FileExt::read_exact_at(&**file, &mut buf, *position)
-                    .unwrap_or_else(|e| {
-                        panic!("response names file region {position}+{len} that cannot be read: {e}")
-                    });
-                out.extend_from_slice(&buf);
-            }
-        }
-    }
-    out
+    resp.to_vec()
+        .unwrap_or_else(|e| panic!("response names a file region that cannot be read: {e}"))
 }
 
 /// A response must be a well-formed frame: size prefix = length - 4, the request's

@@ -241,7 +241,6 @@ fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionOut>, usize, b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::response::Chunk;
     use kafka_protocol::messages::fetch_response::{
         FetchResponse, FetchableTopicResponse, PartitionData,
     };
@@ -250,23 +249,7 @@ mod tests {
     use std::io::Write;
 
     fn flatten(resp: &Response) -> Vec<u8> {
-        let mut out = Vec::new();
-        for c in &resp.chunks {
-            match c {
-                Chunk::Bytes(b) => out.extend_from_slice(b),
-                Chunk::File {
-                    file,
-                    position,
-                    len,
-                } => {
-                    let mut buf = vec![0u8; *len];
-                    std::os::unix::fs::FileExt::read_exact_at(&**file, &mut buf, *position)
-                        .unwrap();
-                    out.extend_from_slice(&buf);
-                }
-            }
-        }
-        out
+        resp.to_vec().unwrap()
     }
 
     /// Our hand-written encoding equals the crate's encoding of the same response with the

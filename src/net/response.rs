@@ -39,6 +39,27 @@ pub struct Response {
 }
 
 impl Response {
+    /// The whole frame with its file regions read in (for tests and the fuzz harness; the
+    /// writer never does this).
+    pub fn to_vec(&self) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.len());
+        for c in &self.chunks {
+            match c {
+                Chunk::Bytes(b) => out.extend_from_slice(b),
+                Chunk::File {
+                    file,
+                    position,
+                    len,
+                } => {
+                    let at = out.len();
+                    out.resize(at + len, 0);
+                    std::os::unix::fs::FileExt::read_exact_at(&**file, &mut out[at..], *position)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// A frame from one buffer whose first 4 bytes are reserved for the size prefix
     /// (see [`FrameBuf`]).
     pub fn from_frame(frame: Bytes) -> Response {
