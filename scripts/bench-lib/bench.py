@@ -254,7 +254,7 @@ class Bench:
         # longer: its JVM compiles for the first seconds, a fixed cost that would otherwise
         # weigh more on the broker where the run is shorter); native topics stay below one
         # 1 GiB segment, so no run includes a segment roll.
-        self.n_java = {100: int(800_000 * s), 1024: int(250_000 * s), 16384: int(12_000 * s)}
+        self.n_java = {100: int(600_000 * s), 1024: int(150_000 * s), 16384: int(8_000 * s)}
         self.n_native = {100: int(3_000_000 * s), 1024: int(800_000 * s), 16384: int(50_000 * s)}
         if self.quick:
             self.n_java = {100: 200_000, 1024: 50_000, 16384: 3_000}
@@ -507,6 +507,9 @@ class Bench:
 
     def many_partitions(self, rep, kind, b):
         name, n = "parts", self.parts
+        # As in measure(): with the earlier workloads' data still being written back, every
+        # fsync (Sluice syncs each new partition) waits for it (ext4 ordered mode).
+        subprocess.run(["sync"], check=False)
         rss0 = b.rss()
         c0 = b.cpu()
         try:
@@ -529,6 +532,7 @@ class Bench:
         broker still answers Metadata quickly and that every connection still works."""
         import socket
         n = self.conns
+        subprocess.run(["sync"], check=False)
         rss0, c0 = b.rss(), b.cpu()
         socks = []
         err = None
