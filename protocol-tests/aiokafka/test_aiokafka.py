@@ -13,7 +13,7 @@ import time
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info
+from harness import BOOTSTRAP, by_offset, RUN_TAG, Suite, check, info
 
 S = Suite("aiokafka")
 T = 30  # seconds: bound for any single client wait
@@ -94,16 +94,6 @@ async def consume_exact(topic, counts, timeout=T):
         await w(c.stop())
 
 
-def by_offset(records):
-    out = {}
-    for r in records:
-        out.setdefault(r["partition"], []).append(r)
-    for pp, rs in out.items():
-        rs.sort(key=lambda r: r["offset"])
-        offs = [r["offset"] for r in rs]
-        check(offs == list(range(len(rs))),
-              "partition %d acknowledged offsets not 0..%d: %s" % (pp, len(rs) - 1, offs[:20]))
-    return out
 
 
 def compare(exp, got, check_ts=True):

@@ -147,3 +147,17 @@ class Suite:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(rc)
+
+
+def by_offset(records):
+    """Acknowledged records (dicts with partition/offset) grouped per partition in offset
+    order; checks each partition's offsets run 0, 1, 2, ..."""
+    out = {}
+    for r in records:
+        out.setdefault(r["partition"], []).append(r)
+    for pp, rs in out.items():
+        rs.sort(key=lambda r: r["offset"])
+        offs = [r["offset"] for r in rs]
+        check(offs == list(range(len(rs))),
+              "partition %d acknowledged offsets not 0..%d: %s" % (pp, len(rs) - 1, offs[:20]))
+    return out

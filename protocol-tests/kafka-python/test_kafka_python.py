@@ -11,7 +11,7 @@ import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, wait_until
+from harness import BOOTSTRAP, by_offset, RUN_TAG, Suite, check, wait_until
 
 S = Suite("kafka-python")
 T = 30  # seconds: bound for any single client wait
@@ -66,16 +66,6 @@ def send_all(p, topic, records, timeout=T):
     return records
 
 
-def by_offset(records):
-    out = {}
-    for r in records:
-        out.setdefault(r["partition"], []).append(r)
-    for pp, rs in out.items():
-        rs.sort(key=lambda r: r["offset"])
-        offs = [r["offset"] for r in rs]
-        check(offs == list(range(len(rs))),
-              "partition %d acknowledged offsets not 0..%d: %s" % (pp, len(rs) - 1, offs[:20]))
-    return out
 
 
 def consume_exact(topic, counts, timeout=T, **extra):
