@@ -1,4 +1,4 @@
-//! OffsetCommit (key 8), versions 2-10. Offsets of unknown topic partitions get
+//! OffsetCommit (key 8), versions 2-9 (v10, Kafka 4.4's topic-id commit, is beyond what kafka-protocol 0.18 decodes). Offsets of unknown topic partitions get
 //! UNKNOWN_TOPIC_OR_PARTITION (v10, topics by id: UNKNOWN_TOPIC_ID); the rest go to the group
 //! coordinator, which validates the member and generation (generation -1 with no member id is
 //! a simple consumer's commit to an empty group) and answers once they are appended to
@@ -21,7 +21,7 @@ use crate::net::response::Response;
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::OffsetCommit,
     min: 2,
-    max: 10,
+    max: 9,
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 

@@ -1,4 +1,4 @@
-//! OffsetFetch (key 9), versions 1-10: committed offsets of a group (v8+: of several groups).
+//! OffsetFetch (key 9), versions 1-9 (v10, Kafka 4.4's topic-id fetch, is beyond what kafka-protocol 0.18 decodes): committed offsets of a group (v8+: of several groups).
 //! A null topic list (v2+) asks for every committed offset of the group. Partitions without a
 //! committed offset answer -1 with empty metadata; v5+ return the committed leader epoch;
 //! v10 names topics by id.
@@ -22,7 +22,7 @@ use crate::net::response::Response;
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::OffsetFetch,
     min: 1,
-    max: 10,
+    max: 9,
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 
