@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -36,7 +35,7 @@ pub struct TopicInfo {
 }
 
 /// Why a topic operation failed; the API layer maps these to Kafka error codes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopicError {
     AlreadyExists(String),
     InvalidTopic(String),
@@ -522,22 +521,7 @@ pub fn kafka_base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Writes `path` by writing a temporary file beside it, syncing it, renaming it into place and
-/// syncing the directory, so a crash leaves either the old or the new contents.
-pub fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f =
-            fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
-}
+pub use crate::log::checkpoint::write_atomically;
 
 pub fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)

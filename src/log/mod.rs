@@ -23,15 +23,18 @@
 //!
 //! Modules: [`batch`] (header parsing, validation, patching, record decode),
 //! [`compression`], [`offset_index`], [`time_index`], [`segment`],
-//! [`partition_log`] (the [`Log`] type).
+//! [`partition_log`] (the [`Log`] type), [`leader_epoch`] (the leader epoch cache and its
+//! checkpoint), [`checkpoint`] (the per-log-dir offset checkpoint files).
 //!
 //! This module knows the record batch format but nothing of the Kafka wire
 //! protocol; callers map [`BatchError`] / [`AppendError`] / [`ReadError`] to
 //! protocol error codes.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod compression;
 pub mod index_file;
+pub mod leader_epoch;
 pub mod offset_index;
 pub mod partition_log;
 pub mod segment;

@@ -4,7 +4,6 @@
 //! handed out. A crash wastes at most the rest of one block.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -73,20 +72,8 @@ fn parse(text: &str) -> Result<i64> {
 }
 
 fn persist(path: &Path, next_block_start: i64) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f =
-            fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        writeln!(f, "version=1\nnext.block.start={next_block_start}")?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
-    if let Some(dir) = path.parent() {
-        fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("cannot sync {}", dir.display()))?;
-    }
-    Ok(())
+    let text = format!("version=1\nnext.block.start={next_block_start}\n");
+    crate::log::checkpoint::write_atomically(path, text.as_bytes())
 }
 
 #[cfg(test)]

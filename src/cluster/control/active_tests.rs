@@ -1,0 +1,315 @@
+//! Tests of the active controller's decisions on a metadata image built by applying them.
+
+use super::*;
+use crate::cluster::metadata::Endpoint;
+
+const SESSION: i64 = 9_000;
+
+struct Cluster {
+    img: MetadataImage,
+    ctl: ActiveController,
+    now: i64,
+}
+
+impl Cluster {
+    fn new(brokers: &[i32]) -> Cluster {
+        let mut c = Cluster {
+            img: MetadataImage::default(),
+            ctl: ActiveController::new(ControlConfig {
+                session_timeout_ms: SESSION,
+                unclean_leader_election: false,
+            }),
+            now: 1_000,
+        };
+        for b in brokers {
+            c.register(*b);
+            c.heartbeat(*b, false, false);
+        }
+        c
+    }
+
+    fn commit(&mut self, records: Vec<MetadataRecord>) {
+        for r in records {
+            let next = self.img.offset + 1;
+            self.img.apply(next, &r);
+        }
+    }
+
+    fn register(&mut self, id: i32) {
+        let reg = BrokerRegistration {
+            broker_id: id,
+            incarnation: Uuid::new_v4(),
+            endpoints: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9000 + id as u16,
+            }],
+            rack: None,
+        };
+        let (records, ()) = self.ctl.register(&self.img, reg, self.now).unwrap();
+        self.commit(records);
+    }
+
+    fn heartbeat(&mut self, id: i32, fence: bool, shutdown: bool) -> HeartbeatReply {
+        let hb = Heartbeat {
+            broker_id: id,
+            broker_epoch: self.img.brokers[&id].epoch,
+            metadata_offset: self.img.offset,
+            want_fence: fence,
+            want_shutdown: shutdown,
+        };
+        let (records, reply) = self.ctl.heartbeat(&self.img, &hb, self.now).unwrap();
+        self.commit(records);
+        reply
+    }
+
+    fn create(&mut self, name: &str, partitions: i32, rf: i16) -> Uuid {
+        let t = CreateTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: rf,
+            assignments: None,
+            configs: BTreeMap::new(),
+        };
+        let (records, id) = self.ctl.create_topic(&self.img, &t, 0).unwrap();
+        self.commit(records);
+        id
+    }
+
+    fn part(&self, id: Uuid, p: i32) -> PartitionRecord {
+        self.img.partition(&id, p).unwrap().clone()
+    }
+}
+
+#[test]
+fn brokers_unfence_after_catching_up() {
+    let mut c = Cluster::new(&[]);
+    c.register(1);
+    assert!(!c.img.is_active(1));
+    // A heartbeat from a broker behind the registration keeps it fenced.
+    let hb = Heartbeat {
+        broker_id: 1,
+        broker_epoch: c.img.brokers[&1].epoch,
+        metadata_offset: 0,
+        want_fence: false,
+        want_shutdown: false,
+    };
+    let (records, reply) = c.ctl.heartbeat(&c.img, &hb, c.now).unwrap();
+    assert!(records.is_empty() && reply.is_fenced && !reply.is_caught_up);
+    assert!(!c.heartbeat(1, false, false).is_fenced);
+    assert!(c.img.is_active(1));
+    // A stale epoch is refused.
+    let stale = Heartbeat {
+        broker_epoch: 999,
+        ..hb
+    };
+    assert_eq!(
+        c.ctl.heartbeat(&c.img, &stale, c.now).unwrap_err(),
+        ControlError::StaleBrokerEpoch
+    );
+}
+
+#[test]
+fn topic_placement_over_active_brokers() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 6, 3);
+    let mut leaders = BTreeMap::new();
+    for i in 0..6 {
+        let p = c.part(id, i);
+        assert_eq!(p.isr, p.replicas);
+        assert_eq!(p.leader, p.replicas[0]);
+        *leaders.entry(p.leader).or_insert(0) += 1;
+    }
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+    let t = CreateTopic {
+        name: "u".into(),
+        num_partitions: 1,
+        replication_factor: 4,
+        assignments: None,
+        configs: BTreeMap::new(),
+    };
+    assert!(matches!(
+        c.ctl.create_topic(&c.img, &t, 0),
+        Err(ControlError::Topic(TopicError::InvalidReplicationFactor(_)))
+    ));
+    let dup = CreateTopic {
+        name: "t".into(),
+        replication_factor: 1,
+        ..t
+    };
+    assert!(matches!(
+        c.ctl.create_topic(&c.img, &dup, 0),
+        Err(ControlError::Topic(TopicError::AlreadyExists(_)))
+    ));
+    // Partitions added later continue the placement.
+    let (records, ()) = c.ctl.create_partitions(&c.img, "t", 8, None, 0).unwrap();
+    c.commit(records);
+    assert_eq!(c.img.topic("t").unwrap().partitions.len(), 8);
+    assert!(matches!(
+        c.ctl.create_partitions(&c.img, "t", 8, None, 0),
+        Err(ControlError::Topic(TopicError::InvalidPartitions(_)))
+    ));
+}
+
+#[test]
+fn session_expiry_fences_and_moves_leadership() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 3, 3);
+    c.now += SESSION / 2;
+    c.heartbeat(2, false, false);
+    c.heartbeat(3, false, false);
+    c.now += SESSION / 2 + 1;
+    // Broker 1 went silent a full session ago; 2 and 3 heartbeated half a session ago.
+    let records = c.ctl.tick(&c.img, c.now);
+    c.commit(records);
+    assert!(!c.img.is_active(1));
+    for i in 0..3 {
+        let p = c.part(id, i);
+        assert_ne!(p.leader, 1, "{p:?}");
+        assert!(!p.isr.contains(&1));
+        assert!(p.leader_epoch <= 1);
+    }
+    // Broker 1 comes back as a new incarnation: it registers, catches up, is unfenced, but
+    // only its leader adds it back to ISRs.
+    c.register(1);
+    c.heartbeat(1, false, false);
+    assert!(c.img.is_active(1));
+    assert!(!c.part(id, 0).isr.contains(&1));
+}
+
+#[test]
+fn a_live_broker_id_cannot_register_twice() {
+    let mut c = Cluster::new(&[1]);
+    let reg = BrokerRegistration {
+        broker_id: 1,
+        incarnation: Uuid::new_v4(),
+        endpoints: vec![],
+        rack: None,
+    };
+    assert_eq!(
+        c.ctl.register(&c.img, reg.clone(), c.now).unwrap_err(),
+        ControlError::DuplicateBrokerRegistration
+    );
+    c.now += SESSION;
+    assert!(c.ctl.register(&c.img, reg, c.now).is_ok());
+}
+
+#[test]
+fn controlled_shutdown_moves_leaders_first() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 3, 2);
+    let reply = c.heartbeat(2, false, true);
+    assert!(reply.should_shut_down, "leaderships moved in the same step");
+    for i in 0..3 {
+        assert_ne!(c.part(id, i).leader, 2);
+    }
+    // A partition whose only replica is the stopping broker goes offline (as in Kafka) and
+    // keeps that broker in its ISR, so it leads again when it returns.
+    let mut c = Cluster::new(&[1]);
+    let id = c.create("solo", 1, 1);
+    assert!(c.heartbeat(1, false, true).should_shut_down);
+    let p = c.part(id, 0);
+    assert_eq!((p.leader, p.isr), (-1, vec![1]));
+    c.register(1);
+    c.heartbeat(1, false, false);
+    assert_eq!(c.part(id, 0).leader, 1);
+}
+
+#[test]
+fn alter_isr_checks_epochs_and_eligibility() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 1, 3);
+    let p = c.part(id, 0);
+    let leader = p.leader;
+    let req = AlterIsr {
+        broker_id: leader,
+        broker_epoch: c.img.brokers[&leader].epoch,
+        topic_id: id,
+        partition: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: vec![leader],
+    };
+    let (records, after) = c.ctl.alter_isr(&c.img, &req).unwrap();
+    c.commit(records);
+    assert_eq!(after, c.part(id, 0));
+    assert_eq!(after.isr, vec![leader]);
+    // The same request again: the partition epoch moved on.
+    assert_eq!(
+        c.ctl.alter_isr(&c.img, &req).unwrap_err(),
+        ControlError::InvalidUpdateVersion
+    );
+    // A fenced broker may not be added back.
+    let other = p.replicas.iter().copied().find(|r| *r != leader).unwrap();
+    c.heartbeat(other, true, false);
+    let add = AlterIsr {
+        partition_epoch: after.partition_epoch,
+        new_isr: vec![leader, other],
+        ..req.clone()
+    };
+    assert_eq!(
+        c.ctl.alter_isr(&c.img, &add).unwrap_err(),
+        ControlError::IneligibleReplica
+    );
+    let not_leader = AlterIsr {
+        broker_id: other,
+        broker_epoch: c.img.brokers[&other].epoch,
+        ..add
+    };
+    assert_eq!(
+        c.ctl.alter_isr(&c.img, &not_leader).unwrap_err(),
+        ControlError::NotLeader
+    );
+}
+
+#[test]
+fn reassignment_completes_when_the_new_replica_joins_the_isr() {
+    let mut c = Cluster::new(&[1, 2, 3, 4]);
+    let id = c.create("t", 1, 3);
+    let p = c.part(id, 0);
+    let newcomer = (1..=4).find(|b| !p.replicas.contains(b)).unwrap();
+    let dropped = p.replicas[2];
+    let mut target = p.replicas.clone();
+    target[2] = newcomer;
+    let (records, ()) = c.ctl.reassign(&c.img, "t", 0, Some(&target)).unwrap();
+    c.commit(records);
+    let p = c.part(id, 0);
+    assert_eq!(p.adding, vec![newcomer]);
+    assert_eq!(p.replicas.len(), 4);
+    let mut isr = p.isr.clone();
+    isr.push(newcomer);
+    let req = AlterIsr {
+        broker_id: p.leader,
+        broker_epoch: c.img.brokers[&p.leader].epoch,
+        topic_id: id,
+        partition: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: isr,
+    };
+    let (records, after) = c.ctl.alter_isr(&c.img, &req).unwrap();
+    c.commit(records);
+    assert_eq!(after.replicas, target);
+    assert!(!after.isr.contains(&dropped));
+    assert!(after.adding.is_empty() && after.removing.is_empty());
+    assert_eq!(c.part(id, 0), after);
+}
+
+#[test]
+fn offline_partition_returns_with_its_last_isr_member() {
+    let mut c = Cluster::new(&[1, 2]);
+    let id = c.create("t", 1, 2);
+    let p = c.part(id, 0);
+    let (first, second) = (p.replicas[0], p.replicas[1]);
+    c.heartbeat(second, true, false);
+    c.heartbeat(first, true, false);
+    let p = c.part(id, 0);
+    assert_eq!((p.leader, p.isr.clone()), (-1, vec![first]));
+    // The out-of-sync replica comes back: still offline (unclean election is off).
+    c.heartbeat(second, false, false);
+    assert_eq!(c.part(id, 0).leader, -1);
+    let (records, ()) = c.ctl.elect(&c.img, "t", 0, true).unwrap();
+    c.commit(records);
+    let p = c.part(id, 0);
+    assert_eq!((p.leader, p.isr.clone()), (second, vec![second]));
+}

@@ -1,0 +1,11 @@
+//! The controller's decisions, as pure functions of the metadata image: where replicas go
+//! (`placement`), who leads (`election`), how a replica set moves (`reassignment`), and the
+//! active controller's answers to brokers and admin requests (`active`). The quorum shell
+//! commits what they return.
+
+pub mod active;
+pub mod election;
+pub mod placement;
+pub mod reassignment;
+
+pub use active::{ActiveController, ControlConfig, ControlError};

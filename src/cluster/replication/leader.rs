@@ -1,0 +1,333 @@
+//! What a partition leader decides about its followers, as Kafka's `Partition` does: each
+//! follower's log end offset and last caught-up time (learnt from its fetches), the ISR changes
+//! to ask the controller for, the high watermark, and when an acks=all produce may be answered.
+//!
+//! - A follower is caught up at the time of a fetch if it fetched from the leader's log end
+//!   offset, or from the log end offset the leader had at its previous fetch (then it was
+//!   caught up at that previous fetch).
+//! - An ISR member not caught up for `replica.lag.time.max.ms` is dropped; a follower outside
+//!   the ISR whose log end offset reaches the high watermark and the start of the current
+//!   leader epoch is added. One change is in flight at a time; the high watermark is computed
+//!   over the committed ISR plus the members of the change in flight (the "maximal" ISR), so
+//!   it never counts on a replica the controller might still hold in the ISR.
+//! - high watermark = min log end offset over the maximal ISR; it never goes back.
+//!
+//! Pure: the partition feeds it events with the time and carries out what it returns.
+
+use std::collections::BTreeMap;
+
+use super::super::metadata::PartitionRecord;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub log_end_offset: i64,
+    pub last_caught_up_ms: i64,
+    pub last_fetch_ms: i64,
+    /// The leader's log end offset when this follower last fetched.
+    last_fetch_leader_leo: i64,
+}
+
+/// When an acks=all produce whose last offset is `required - 1` may be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckStatus {
+    Waiting,
+    Done,
+    /// The batch reached every ISR member, but the ISR shrank below min.insync.replicas.
+    NotEnoughReplicasAfterAppend,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaderState {
+    pub local: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    /// The ISR as committed in the metadata.
+    pub isr: Vec<i32>,
+    /// An ISR change sent to the controller and not yet committed or refused.
+    pending: Option<Vec<i32>>,
+    /// First offset of the current leader epoch.
+    epoch_start_offset: i64,
+    followers: BTreeMap<i32, Progress>,
+    high_watermark: i64,
+}
+
+impl LeaderState {
+    /// Becoming leader at `p`'s epoch with the local log ending at `leo`, and the high
+    /// watermark last known `hw`. ISR members count as caught up now (they were, as far as
+    /// the controller knows), others not.
+    pub fn new(local: i32, p: &PartitionRecord, leo: i64, hw: i64, now: i64) -> LeaderState {
+        let followers = p
+            .replicas
+            .iter()
+            .filter(|r| **r != local)
+            .map(|r| {
+                let caught_up = if p.isr.contains(r) { now } else { -1 };
+                (
+                    *r,
+                    Progress {
+                        log_end_offset: -1,
+                        last_caught_up_ms: caught_up,
+                        last_fetch_ms: -1,
+                        last_fetch_leader_leo: -1,
+                    },
+                )
+            })
+            .collect();
+        LeaderState {
+            local,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            pending: None,
+            epoch_start_offset: leo,
+            followers,
+            high_watermark: hw.min(leo),
+        }
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    pub fn pending_isr(&self) -> Option<&[i32]> {
+        self.pending.as_deref()
+    }
+
+    pub fn progress(&self, follower: i32) -> Option<&Progress> {
+        self.followers.get(&follower)
+    }
+
+    fn maximal_isr(&self) -> Vec<i32> {
+        let mut m = self.isr.clone();
+        if let Some(p) = &self.pending {
+            for r in p {
+                if !m.contains(r) {
+                    m.push(*r);
+                }
+            }
+        }
+        m
+    }
+
+    /// Recomputes the high watermark; true if it advanced.
+    fn update_high_watermark(&mut self, leader_leo: i64) -> bool {
+        let hw = self
+            .maximal_isr()
+            .iter()
+            .map(|r| {
+                if *r == self.local {
+                    leader_leo
+                } else {
+                    self.followers.get(r).map_or(-1, |p| p.log_end_offset)
+                }
+            })
+            .min()
+            .unwrap_or(leader_leo);
+        if hw > self.high_watermark {
+            self.high_watermark = hw;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The local log grew (or was written): true if the high watermark advanced.
+    pub fn on_local_append(&mut self, leader_leo: i64) -> bool {
+        self.update_high_watermark(leader_leo)
+    }
+
+    /// A follower fetched from `fetch_offset`, so its log ends there. Returns whether the high
+    /// watermark advanced and an ISR expansion to propose, if any. Fetches from replicas that
+    /// are not assigned here are ignored.
+    pub fn on_follower_fetch(
+        &mut self,
+        follower: i32,
+        fetch_offset: i64,
+        leader_leo: i64,
+        now: i64,
+    ) -> (bool, Option<Vec<i32>>) {
+        let Some(p) = self.followers.get_mut(&follower) else {
+            return (false, None);
+        };
+        if fetch_offset >= leader_leo {
+            p.last_caught_up_ms = p.last_caught_up_ms.max(now);
+        } else if fetch_offset >= p.last_fetch_leader_leo && p.last_fetch_ms >= 0 {
+            p.last_caught_up_ms = p.last_caught_up_ms.max(p.last_fetch_ms);
+        }
+        p.log_end_offset = fetch_offset.min(leader_leo);
+        p.last_fetch_leader_leo = leader_leo;
+        p.last_fetch_ms = now;
+        let leo = p.log_end_offset;
+        let advanced = self.update_high_watermark(leader_leo);
+        let expand = (self.pending.is_none()
+            && !self.isr.contains(&follower)
+            && leo >= self.high_watermark
+            && leo >= self.epoch_start_offset)
+            .then(|| {
+                let mut isr = self.isr.clone();
+                isr.push(follower);
+                isr
+            });
+        if let Some(isr) = &expand {
+            self.pending = Some(isr.clone());
+        }
+        (advanced, expand)
+    }
+
+    /// Time passed: the ISR shrink to propose, if members fell behind for `lag_max_ms`.
+    pub fn check_lagging(&mut self, now: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
+        if self.pending.is_some() {
+            return None;
+        }
+        let lagging: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| *r != self.local)
+            .filter(|r| {
+                self.followers
+                    .get(r)
+                    .is_none_or(|p| now - p.last_caught_up_ms > lag_max_ms)
+            })
+            .collect();
+        if lagging.is_empty() {
+            return None;
+        }
+        let isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| !lagging.contains(r))
+            .collect();
+        self.pending = Some(isr.clone());
+        Some(isr)
+    }
+
+    /// The controller committed a change to this partition (ours or its own) while we still
+    /// lead at the same leader epoch.
+    pub fn on_committed(&mut self, p: &PartitionRecord, leader_leo: i64) -> bool {
+        self.partition_epoch = p.partition_epoch;
+        self.isr = p.isr.clone();
+        for r in &p.replicas {
+            if *r != self.local && !self.followers.contains_key(r) {
+                self.followers.insert(
+                    *r,
+                    Progress {
+                        log_end_offset: -1,
+                        last_caught_up_ms: -1,
+                        last_fetch_ms: -1,
+                        last_fetch_leader_leo: -1,
+                    },
+                );
+            }
+        }
+        self.followers.retain(|r, _| p.replicas.contains(r));
+        self.replicas = p.replicas.clone();
+        self.pending = None;
+        self.update_high_watermark(leader_leo)
+    }
+
+    /// The controller refused the change in flight (a stale epoch, an ineligible replica).
+    pub fn on_refused(&mut self) {
+        self.pending = None;
+    }
+
+    /// Before an acks=all append: may it be written at all?
+    pub fn enough_replicas(&self, min_isr: usize) -> bool {
+        self.isr.len() >= min_isr
+    }
+
+    /// Whether an acks=all produce ending before offset `required` may be answered.
+    pub fn ack_status(&self, required: i64, min_isr: usize) -> AckStatus {
+        if self.high_watermark < required {
+            AckStatus::Waiting
+        } else if self.maximal_isr().len() >= min_isr {
+            AckStatus::Done
+        } else {
+            AckStatus::NotEnoughReplicasAfterAppend
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(replicas: &[i32], isr: &[i32]) -> PartitionRecord {
+        PartitionRecord {
+            leader_epoch: 3,
+            partition_epoch: 10,
+            ..PartitionRecord::for_test(replicas, isr, 1)
+        }
+    }
+
+    #[test]
+    fn high_watermark_is_min_over_isr_and_never_goes_back() {
+        let mut l = LeaderState::new(1, &part(&[1, 2, 3], &[1, 2, 3]), 0, 0, 0);
+        assert!(!l.on_local_append(10));
+        assert_eq!(l.on_follower_fetch(2, 10, 10, 1), (false, None));
+        assert_eq!(l.high_watermark(), 0);
+        assert_eq!(l.on_follower_fetch(3, 6, 10, 1), (true, None));
+        assert_eq!(l.high_watermark(), 6);
+        // A follower that truncated and fetches from lower does not move it back.
+        l.on_follower_fetch(3, 2, 10, 2);
+        assert_eq!(l.high_watermark(), 6);
+        assert_eq!(l.ack_status(7, 2), AckStatus::Waiting);
+        assert_eq!(l.ack_status(6, 2), AckStatus::Done);
+        assert_eq!(l.ack_status(6, 4), AckStatus::NotEnoughReplicasAfterAppend);
+    }
+
+    #[test]
+    fn lagging_follower_is_dropped_and_rejoins_when_caught_up() {
+        let mut l = LeaderState::new(1, &part(&[1, 2, 3], &[1, 2, 3]), 100, 100, 0);
+        l.on_local_append(200);
+        // 2 keeps up, 3 does not fetch at all.
+        for t in [1000, 20_000, 29_000] {
+            l.on_follower_fetch(2, 200, 200, t);
+        }
+        assert_eq!(l.check_lagging(29_000, 30_000), None);
+        let shrink = l.check_lagging(30_001, 30_000).unwrap();
+        assert_eq!(shrink, vec![1, 2]);
+        // While the change is in flight, 3 still counts for the high watermark.
+        assert_eq!(l.high_watermark(), 100);
+        assert_eq!(
+            l.check_lagging(40_000, 30_000),
+            None,
+            "one change at a time"
+        );
+        let mut committed = part(&[1, 2, 3], &[1, 2]);
+        committed.partition_epoch = 11;
+        assert!(l.on_committed(&committed, 200));
+        assert_eq!(l.high_watermark(), 200);
+        // 3 comes back behind the high watermark: not yet.
+        assert_eq!(l.on_follower_fetch(3, 150, 200, 41_000).1, None);
+        let (_, expand) = l.on_follower_fetch(3, 200, 200, 41_500);
+        assert_eq!(expand, Some(vec![1, 2, 3]));
+        assert_eq!(l.pending_isr(), Some(&[1, 2, 3][..]));
+        l.on_refused();
+        assert_eq!(l.pending_isr(), None);
+    }
+
+    #[test]
+    fn caught_up_at_the_previous_fetch() {
+        let mut l = LeaderState::new(1, &part(&[1, 2], &[1]), 0, 0, 0);
+        l.on_local_append(50);
+        l.on_follower_fetch(2, 0, 50, 1_000);
+        assert_eq!(l.progress(2).unwrap().last_caught_up_ms, -1);
+        // Fetches from where the leader ended at the previous fetch, while the leader grew:
+        // caught up as of that previous fetch.
+        l.on_follower_fetch(2, 50, 80, 2_000);
+        assert_eq!(l.progress(2).unwrap().last_caught_up_ms, 1_000);
+    }
+
+    #[test]
+    fn new_followers_must_reach_the_epoch_start() {
+        // Leader elected with its log at 100 and the high watermark at 40: a follower at 60
+        // is past the high watermark but not at the epoch start.
+        let mut l = LeaderState::new(1, &part(&[1, 2], &[1]), 100, 40, 0);
+        assert_eq!(l.on_follower_fetch(2, 60, 100, 1).1, None);
+        assert_eq!(l.on_follower_fetch(2, 100, 100, 2).1, Some(vec![1, 2]));
+    }
+}
