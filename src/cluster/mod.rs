@@ -12,6 +12,8 @@ pub mod controller;
 pub mod metadata;
 pub mod partition;
 pub mod replication;
+#[cfg(test)]
+mod sim;
 pub mod topic_config;
 
 pub use controller::{Controller, TopicError, TopicInfo};
