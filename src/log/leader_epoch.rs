@@ -177,6 +177,14 @@ impl LeaderEpochFile {
         Ok(LeaderEpochFile { path, cache })
     }
 
+    /// An empty cache for `dir` (its file, if any, is overwritten at the next write).
+    pub fn empty(dir: &Path) -> LeaderEpochFile {
+        LeaderEpochFile {
+            path: dir.join(CHECKPOINT_FILE),
+            cache: LeaderEpochCache::default(),
+        }
+    }
+
     /// Writes the checkpoint beside and renames it into place (fsynced).
     pub fn write(&self) -> Result<()> {
         super::checkpoint::write_atomically(&self.path, self.cache.to_text().as_bytes())

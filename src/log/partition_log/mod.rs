@@ -12,6 +12,7 @@ use anyhow::{Context, bail, ensure};
 use tracing::{info, warn};
 
 use super::batch::{self, BatchError, BatchHeader, HEADER_SIZE};
+use super::leader_epoch::{LeaderEpochCache, LeaderEpochFile};
 use super::segment::{self, Segment};
 
 /// Per-log settings; defaults are Kafka's.
@@ -78,6 +79,12 @@ pub enum AppendError {
     Batch(#[from] BatchError),
     #[error("record set of {size} bytes is larger than the segment size {segment_bytes}")]
     RecordSetTooLarge { size: usize, segment_bytes: u64 },
+    /// A follower's batches must continue the log: offsets from the log end, increasing.
+    #[error("batch at offset {base_offset} does not follow the log end offset {log_end_offset}")]
+    OutOfOrder {
+        base_offset: i64,
+        log_end_offset: i64,
+    },
     #[error("log I/O error: {0}")]
     Io(#[from] io::Error),
 }
@@ -160,6 +167,12 @@ pub struct Log {
     size_bytes: u64,
     unflushed_messages: u64,
     last_flush_ms: i64,
+    /// Where each leader epoch starts (`leader-epoch-checkpoint`).
+    epochs: LeaderEpochFile,
+    /// The epoch cache changed since its file was written. The file is written at the next
+    /// flush, roll, truncation or close; after a crash, recovery rebuilds the entries of the
+    /// segments it scans from their batches' leader epochs.
+    epochs_dirty: bool,
     /// Set by [`Log::delete_dir`].
     deleted: bool,
 }
@@ -295,7 +308,17 @@ impl Log {
         let log_start_offset = *segments.keys().next().unwrap();
         let log_end_offset = segments.values().next_back().unwrap().next_offset();
         let size_bytes = segments.values().map(Segment::size).sum();
-        Ok(Log {
+        let (epochs, rebuild_all) = match LeaderEpochFile::open(dir) {
+            Ok(f) => {
+                let missing = f.cache.entries().is_empty();
+                (f, missing)
+            }
+            Err(e) => {
+                warn!(dir = %dir.display(), "{e:#}; rebuilding the leader epoch cache");
+                (LeaderEpochFile::empty(dir), true)
+            }
+        };
+        let mut log = Log {
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -305,8 +328,66 @@ impl Log {
             size_bytes,
             unflushed_messages: 0,
             last_flush_ms: now_ms(),
+            epochs,
+            epochs_dirty: false,
             deleted: false,
-        })
+        };
+        log.reconcile_epochs(if rebuild_all || !needs_recovery {
+            if rebuild_all {
+                log_start_offset
+            } else {
+                i64::MAX
+            }
+        } else {
+            recover_from.max(log_start_offset)
+        })?;
+        Ok(log)
+    }
+
+    /// Makes the epoch cache agree with the segments: entries past the log end go, the first
+    /// starts at the log start, and the leader epochs of the batches from `scan_from` on are
+    /// recorded (after a crash the cache may lack those written since it was last saved).
+    fn reconcile_epochs(&mut self, scan_from: i64) -> io::Result<()> {
+        let before = self.epochs.cache.clone();
+        self.epochs.cache.truncate_from_end(self.log_end_offset);
+        self.epochs.cache.truncate_from_start(self.log_start_offset);
+        if scan_from < self.log_end_offset {
+            let mut found = Vec::new();
+            self.scan_headers_from(scan_from, |h| {
+                found.push((h.partition_leader_epoch, h.base_offset))
+            })?;
+            for (epoch, offset) in found {
+                self.epochs.cache.assign(epoch, offset);
+            }
+        }
+        if self.epochs.cache != before {
+            self.epochs_dirty = true;
+            self.save_epochs()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the epoch cache's file if it changed.
+    fn save_epochs(&mut self) -> io::Result<()> {
+        if self.epochs_dirty && !self.deleted {
+            self.epochs.write().map_err(io::Error::other)?;
+            self.epochs_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// The latest leader epoch written to this log, if any.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.cache.latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and where it ends.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.cache.end_offset_for(epoch, self.log_end_offset)
+    }
+
+    pub fn epoch_cache(&self) -> &LeaderEpochCache {
+        &self.epochs.cache
     }
 
     pub fn dir(&self) -> &Path {
@@ -360,106 +441,6 @@ impl Log {
             .expect("a log always has a segment")
     }
 
-    /// Appends a producer's record set (see [`Log::append_at`]) using the wall clock.
-    pub fn append(
-        &mut self,
-        records: &mut [u8],
-        leader_epoch: i32,
-        append_time: Option<i64>,
-        max_batch_bytes: usize,
-    ) -> Result<AppendInfo, AppendError> {
-        self.append_at(
-            records,
-            leader_epoch,
-            append_time,
-            max_batch_bytes,
-            now_ms(),
-        )
-    }
-
-    /// Validates `records`, assigns offsets from the log end offset, stamps the
-    /// leader epoch and (if `append_time` is `Some`) LogAppendTime, rolls the
-    /// active segment if needed and writes the bytes in one positional write.
-    /// `now_ms` drives time-based roll and flush.
-    pub fn append_at(
-        &mut self,
-        records: &mut [u8],
-        leader_epoch: i32,
-        append_time: Option<i64>,
-        max_batch_bytes: usize,
-        now_ms: i64,
-    ) -> Result<AppendInfo, AppendError> {
-        if self.deleted {
-            return Err(AppendError::Io(io::Error::other(
-                "log directory was deleted",
-            )));
-        }
-        let mut headers = batch::validate_for_append(records, max_batch_bytes)?;
-        if records.len() as u64 > self.config.segment_bytes {
-            return Err(AppendError::RecordSetTooLarge {
-                size: records.len(),
-                segment_bytes: self.config.segment_bytes,
-            });
-        }
-        let first_offset = self.log_end_offset;
-        let mut next = first_offset;
-        let mut max_timestamp = -1;
-        let mut offset_of_max_timestamp = first_offset;
-        let mut record_count = 0u64;
-        for h in headers.iter_mut() {
-            let start = h.position as usize;
-            let b = &mut records[start..start + h.total_size()];
-            batch::set_base_offset(b, next);
-            batch::set_partition_leader_epoch(b, leader_epoch);
-            h.base_offset = next;
-            h.partition_leader_epoch = leader_epoch;
-            if let Some(t) = append_time {
-                h.crc = batch::set_log_append_time(b, t);
-                h.attributes |= batch::TIMESTAMP_TYPE_FLAG;
-                h.max_timestamp = t;
-            }
-            if h.max_timestamp > max_timestamp {
-                max_timestamp = h.max_timestamp;
-                offset_of_max_timestamp = h.last_offset();
-            }
-            record_count += h.record_count as u64;
-            next = h.next_offset();
-        }
-        let last_offset = next - 1;
-
-        let mut rolled_at = None;
-        if self
-            .active()
-            .should_roll(&self.config, records.len() as u64, last_offset, now_ms)
-        {
-            self.roll(now_ms)?;
-            rolled_at = Some(first_offset);
-        }
-        self.active_mut().append(records, &headers, now_ms)?;
-        self.log_end_offset = next;
-        self.size_bytes += records.len() as u64;
-        self.unflushed_messages += record_count;
-
-        if self.unflushed_messages >= self.config.flush_interval_messages
-            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
-        {
-            self.flush_at(now_ms)?;
-        }
-
-        Ok(AppendInfo {
-            first_offset,
-            last_offset,
-            log_append_time: append_time.unwrap_or(-1),
-            max_timestamp,
-            offset_of_max_timestamp,
-            log_start_offset: self.log_start_offset,
-            rolled_at,
-            record_count,
-            size_bytes: records.len(),
-            batches: headers,
-        })
-    }
-
     /// Starts a new active segment at the log end offset (no-op if the active
     /// segment is empty). The old segment is fdatasync'd and the directory synced.
     pub fn roll(&mut self, now_ms: i64) -> io::Result<()> {
@@ -478,7 +459,9 @@ impl Log {
         self.recovery_point = new_base;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
-        Ok(())
+        // Recovery scans from the recovery point only: the epochs of the segment just
+        // rolled must be in the file.
+        self.save_epochs()
     }
 
     /// Whole batches of one segment starting with the batch holding `offset`:
@@ -630,6 +613,8 @@ impl Log {
         }
         let first = *self.segments.keys().next().expect("active segment kept");
         self.log_start_offset = self.log_start_offset.max(first);
+        self.epochs.cache.truncate_from_start(self.log_start_offset);
+        self.epochs_dirty = true;
         sync_dir(&self.dir)?;
         Ok(doomed.len())
     }
@@ -659,7 +644,10 @@ impl Log {
         self.log_end_offset = self.active().next_offset();
         self.size_bytes = self.segments.values().map(Segment::size).sum();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
-        Ok(())
+        self.epochs.cache.truncate_from_end(self.log_end_offset);
+        self.epochs.cache.truncate_from_start(self.log_start_offset);
+        self.epochs_dirty = true;
+        self.save_epochs()
     }
 
     /// fdatasync of everything not yet flushed.
@@ -669,6 +657,7 @@ impl Log {
 
     fn flush_at(&mut self, now_ms: i64) -> io::Result<()> {
         self.active().flush()?;
+        self.save_epochs()?;
         self.recovery_point = self.log_end_offset;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
@@ -710,6 +699,8 @@ impl Log {
     }
 }
 
+mod append;
 #[cfg(test)]
-#[path = "partition_log_tests.rs"]
+mod epoch_tests;
+#[cfg(test)]
 mod tests;
