@@ -10,6 +10,7 @@ with --publish.
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -47,6 +48,12 @@ KAFKA_JVM = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOcc
 
 def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def kafka_version(libs):
+    """The broker's version, from the name of the kafka_2.13-<version>.jar in the classpath dir."""
+    jars = glob.glob(os.path.join(libs, "kafka_2.13-*.jar"))
+    return os.path.basename(jars[0])[len("kafka_2.13-"):-len(".jar")] if jars else "?"
 
 
 def loadavg():
@@ -613,6 +620,7 @@ def main():
                            if l.startswith("model name")), "?"),
         "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
         "settings": COMMON_SETTINGS,
+        "kafka_version": kafka_version(args.kafka_libs),
         "kafka_heap": KAFKA_HEAP,
         "kafka_jvm": KAFKA_JVM,
     }
