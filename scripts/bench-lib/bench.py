@@ -33,12 +33,15 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 SIZES = [100, 1024, 16384]
 ACKS = ["1", "all"]
 
-# Broker settings given to both brokers explicitly (all are Kafka's defaults): 1 GiB segments,
-# no forced fsync (the OS writes back), one partition per new topic.
+# Broker settings given to both brokers explicitly: 1 GiB segments, no forced fsync (the OS
+# writes back), one partition per new topic (Kafka's defaults), and no initial rebalance delay
+# for a new group (the value of Kafka's shipped config/server.properties; broker-ctl gives it
+# to Kafka anyway, so Sluice must get it too).
 COMMON_SETTINGS = {
     "log.segment.bytes": "1073741824",
     "log.flush.interval.messages": "9223372036854775807",
     "num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
 }
 # Kafka's own start script (bin/kafka-server-start.sh + kafka-run-class.sh) defaults.
 KAFKA_HEAP = "-Xmx1G -Xms1G"
