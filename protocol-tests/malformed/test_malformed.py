@@ -174,7 +174,8 @@ def unknown_api_key():
 
 @S.scenario("api_versions_unsupported_version")
 def api_versions_unsupported_version():
-    for version, hdr in ((99, wire.header_v2), (5, wire.header_v2), (32767, wire.header_v2)):
+    # 6: one above Kafka 4.4's newest ApiVersions (v5, KIP-1242), unsupported on both brokers
+    for version, hdr in ((99, wire.header_v2), (6, wire.header_v2), (32767, wire.header_v2)):
         c = next_corr()
         body = wire.compact_string("sluice-malformed") + wire.compact_string("1.0") + wire.uvarint(0)
         s = wire.connect(ADDR)
@@ -186,7 +187,7 @@ def api_versions_unsupported_version():
             check(err == 35, "ApiVersions v%d: error_code %d, expected 35 UNSUPPORTED_VERSION" % (version, err))
             check(18 in keys, "ApiVersions v%d: key 18 not in the %d listed keys" % (version, len(keys)))
             check(keys[18][0] == 0 and keys[18][1] >= 3, "ApiVersions range %s" % (keys[18],))
-            # Kafka 4.1 lists only ApiVersions itself here; a full list is fine too
+            # Kafka 4.4 lists only ApiVersions itself here; a full list is fine too
             info("ApiVersions v%d: error 35 listing %d api key(s): %s" % (
                 version, len(keys), sorted(keys)[:8]))
             # the client is expected to retry with a version from the list on the same connection

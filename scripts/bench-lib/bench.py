@@ -10,6 +10,7 @@ with --publish.
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -32,12 +33,15 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 SIZES = [100, 1024, 16384]
 ACKS = ["1", "all"]
 
-# Broker settings given to both brokers explicitly (all are Kafka's defaults): 1 GiB segments,
-# no forced fsync (the OS writes back), one partition per new topic.
+# Broker settings given to both brokers explicitly: 1 GiB segments, no forced fsync (the OS
+# writes back), one partition per new topic (Kafka's defaults), and no initial rebalance delay
+# for a new group (the value of Kafka's shipped config/server.properties; broker-ctl gives it
+# to Kafka anyway, so Sluice must get it too).
 COMMON_SETTINGS = {
     "log.segment.bytes": "1073741824",
     "log.flush.interval.messages": "9223372036854775807",
     "num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
 }
 # Kafka's own start script (bin/kafka-server-start.sh + kafka-run-class.sh) defaults.
 KAFKA_HEAP = "-Xmx1G -Xms1G"
@@ -47,6 +51,12 @@ KAFKA_JVM = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOcc
 
 def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def kafka_version(libs):
+    """The broker's version, from the name of the kafka_2.13-<version>.jar in the classpath dir."""
+    jars = glob.glob(os.path.join(libs, "kafka_2.13-*.jar"))
+    return os.path.basename(jars[0])[len("kafka_2.13-"):-len(".jar")] if jars else "?"
 
 
 def loadavg():
@@ -613,6 +623,7 @@ def main():
                            if l.startswith("model name")), "?"),
         "mem_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE / 2**30, 1),
         "settings": COMMON_SETTINGS,
+        "kafka_version": kafka_version(args.kafka_libs),
         "kafka_heap": KAFKA_HEAP,
         "kafka_jvm": KAFKA_JVM,
     }

@@ -291,6 +291,7 @@ def plot(res, path):
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 5.8))
     colors = {"kafka": "#8c8c8c", "sluice": "#1f77b4"}
+    kafka_label = f"Apache Kafka {res.meta.get('kafka_version', '?')}"
 
     def bars(ax, items, metric, scale, ylabel, title, logy=False):
         x = list(range(len(items)))
@@ -303,7 +304,7 @@ def plot(res, path):
                 lo.append(((m or 0) - (mn or 0)) * scale)
                 hi.append(((mx or 0) - (m or 0)) * scale)
             ax.bar([p + (i - 0.5) * width for p in x], meds, width, yerr=[lo, hi], capsize=2,
-                   label="Apache Kafka 4.1.2" if b == "kafka" else "Sluice", color=colors[b])
+                   label=kafka_label if b == "kafka" else "Sluice", color=colors[b])
         ax.set_xticks(x)
         ax.set_xticklabels([lab for lab, _ in items], rotation=35, ha="right", fontsize=8)
         ax.set_ylabel(ylabel)
@@ -352,7 +353,7 @@ def plot(res, path):
             lo.append(((m or 0) - (mn or 0)) / 1000)
             hi.append(((mx or 0) - (m or 0)) / 1000)
         ax2.bar([p + (i - 0.5) * width for p in x], meds, width, yerr=[lo, hi], capsize=2,
-                label="Apache Kafka 4.1.2" if b == "kafka" else "Sluice", color=colors[b])
+                label=kafka_label if b == "kafka" else "Sluice", color=colors[b])
     ax2.set_xticks(x)
     ax2.set_xticklabels([lab for lab, _, _ in items], rotation=60, ha="right", fontsize=7)
     ax2.set_yscale("log")
@@ -362,7 +363,7 @@ def plot(res, path):
     ax2.grid(axis="y", alpha=0.3)
     ax2.legend(fontsize=8)
     m = res.meta
-    fig.suptitle(f"Sluice vs Apache Kafka 4.1.2 — {m.get('cpus')} cores ({m.get('cpu_model')}), "
+    fig.suptitle(f"Sluice vs {kafka_label} — {m.get('cpus')} cores ({m.get('cpu_model')}), "
                  f"{'quick' if m.get('quick') else 'full'} run {m.get('started', '')[:16]}",
                  fontsize=11)
     fig.tight_layout()

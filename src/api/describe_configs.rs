@@ -1,6 +1,6 @@
 //! DescribeConfigs (key 32), versions 1-4 (Kafka 4 removed v0).
 //!
-//! Topics: every topic config Kafka 4.1 has, with the value in force and its source (the
+//! Topics: every topic config Kafka 4.4 has, with the value in force and its source (the
 //! topic's own setting, a broker property set in the config file or by `--override`, or the
 //! default), synonyms when asked for, and types from v3. Brokers (resource name = this node id,
 //! or empty for cluster-wide dynamic defaults, of which there are none): every property the

@@ -10,8 +10,12 @@ use crate::log::LogConfig;
 /// (clients set them routinely) but have no effect yet.
 const TOPIC_CONFIGS: &[(&str, bool)] = &[
     ("cleanup.policy", true),
+    ("compression.gzip.level", false),
+    ("compression.lz4.level", false),
     ("compression.type", false),
+    ("compression.zstd.level", false),
     ("delete.retention.ms", false),
+    ("errors.deadletterqueue.group.enable", false),
     ("file.delete.delay.ms", false),
     ("flush.messages", true),
     ("flush.ms", true),
@@ -21,6 +25,7 @@ const TOPIC_CONFIGS: &[(&str, bool)] = &[
     ("local.retention.bytes", false),
     ("local.retention.ms", false),
     ("max.compaction.lag.ms", false),
+    ("max.decompressed.message.bytes", false),
     ("max.message.bytes", true),
     ("message.downconversion.enable", false),
     ("message.timestamp.after.max.ms", false),
@@ -31,6 +36,10 @@ const TOPIC_CONFIGS: &[(&str, bool)] = &[
     ("min.compaction.lag.ms", false),
     ("min.insync.replicas", true),
     ("preallocate", false),
+    ("remote.copy.lag.bytes", false),
+    ("remote.copy.lag.ms", false),
+    ("remote.log.copy.disable", false),
+    ("remote.log.delete.on.disable", false),
     ("remote.storage.enable", false),
     ("retention.bytes", true),
     ("retention.ms", true),
@@ -58,6 +67,17 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             Ok(v) if v >= min => Ok(()),
             _ => Err(format!(
                 "Invalid value {value} for configuration {name}: must be an integer of at least {min}"
+            )),
+        }
+    };
+    // A compression level: `min..=max`, or the codec's own default where that is -1 (gzip).
+    let level = |min: i64, max: i64, also: Option<i64>| -> Result<(), String> {
+        match value.parse::<i64>() {
+            Ok(v) if (min..=max).contains(&v) || Some(v) == also => Ok(()),
+            _ => Err(format!(
+                "Invalid value {value} for configuration {name}: Value must be between {min} and {max}{}",
+                also.map(|v| format!(" or equal to {v}"))
+                    .unwrap_or_default()
             )),
         }
     };
@@ -94,9 +114,18 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         "segment.ms" | "flush.messages" | "flush.ms" | "min.insync.replicas" => int(1),
         "segment.index.bytes" => int(4),
         "max.message.bytes" | "index.interval.bytes" => int(0),
+        "max.decompressed.message.bytes" => int(1),
+        "remote.copy.lag.bytes" => int(-1),
+        "remote.copy.lag.ms" => int(i64::MIN),
+        "compression.gzip.level" => level(1, 9, Some(-1)),
+        "compression.lz4.level" => level(1, 17, None),
+        "compression.zstd.level" => level(-131072, 22, None),
         "preallocate"
         | "unclean.leader.election.enable"
         | "remote.storage.enable"
+        | "remote.log.copy.disable"
+        | "remote.log.delete.on.disable"
+        | "errors.deadletterqueue.group.enable"
         | "message.downconversion.enable" => match value {
             "true" | "false" => Ok(()),
             _ => Err(format!("Invalid value {value} for configuration {name}")),
@@ -178,11 +207,24 @@ pub struct DescribedConfig {
 }
 
 /// (topic config, type, broker properties it falls back to (first = the one named as synonym),
-/// Kafka 4.1's default). Configs removed in Kafka 4 are described only when a topic sets them.
+/// Kafka 4.4's default): the topic configs Kafka 4.4 describes. Configs removed in Kafka 4 are
+/// described only when a topic sets them.
 const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
     use config_type::*;
     &[
         ("cleanup.policy", LIST, &["log.cleanup.policy"], "delete"),
+        (
+            "compression.gzip.level",
+            INT,
+            &["compression.gzip.level"],
+            "-1",
+        ),
+        (
+            "compression.lz4.level",
+            INT,
+            &["compression.lz4.level"],
+            "9",
+        ),
         (
             "compression.type",
             STRING,
@@ -190,11 +232,18 @@ const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
             "producer",
         ),
         (
+            "compression.zstd.level",
+            INT,
+            &["compression.zstd.level"],
+            "3",
+        ),
+        (
             "delete.retention.ms",
             LONG,
             &["log.cleaner.delete.retention.ms"],
             "86400000",
         ),
+        ("errors.deadletterqueue.group.enable", BOOLEAN, &[], "false"),
         (
             "file.delete.delay.ms",
             LONG,
@@ -239,6 +288,12 @@ const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
             &["log.cleaner.max.compaction.lag.ms"],
             "9223372036854775807",
         ),
+        (
+            "max.decompressed.message.bytes",
+            INT,
+            &["max.decompressed.message.bytes"],
+            "2147483639",
+        ),
         ("max.message.bytes", INT, &["message.max.bytes"], "1048588"),
         (
             "message.timestamp.after.max.ms",
@@ -272,6 +327,15 @@ const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
         ),
         ("min.insync.replicas", INT, &["min.insync.replicas"], "1"),
         ("preallocate", BOOLEAN, &["log.preallocate"], "false"),
+        (
+            "remote.copy.lag.bytes",
+            LONG,
+            &["log.remote.copy.lag.bytes"],
+            "-1",
+        ),
+        ("remote.copy.lag.ms", LONG, &["log.remote.copy.lag.ms"], "0"),
+        ("remote.log.copy.disable", BOOLEAN, &[], "false"),
+        ("remote.log.delete.on.disable", BOOLEAN, &[], "false"),
         ("remote.storage.enable", BOOLEAN, &[], "false"),
         ("retention.bytes", LONG, &["log.retention.bytes"], "-1"),
         (
@@ -380,4 +444,50 @@ pub fn describe(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Vec<
     }
     out.sort_by_key(|c| c.name);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_described_config_can_be_set() {
+        for (name, _, _, default) in DESCRIBE_TABLE {
+            assert!(is_topic_config(name), "{name} is described but refused");
+            assert_eq!(
+                validate(name, default),
+                Ok(()),
+                "{name}'s default {default}"
+            );
+        }
+        assert_eq!(DESCRIBE_TABLE.len(), TOPIC_CONFIGS.len());
+    }
+
+    #[test]
+    fn compression_levels_are_bounded_as_in_kafka() {
+        for (name, ok, bad) in [
+            (
+                "compression.gzip.level",
+                ["-1", "1", "9"],
+                ["0", "10", "-2"],
+            ),
+            ("compression.lz4.level", ["1", "9", "17"], ["0", "18", "-1"]),
+            (
+                "compression.zstd.level",
+                ["-131072", "3", "22"],
+                ["23", "-131073", "x"],
+            ),
+        ] {
+            for v in ok {
+                assert_eq!(validate(name, v), Ok(()), "{name}={v}");
+            }
+            for v in bad {
+                assert!(validate(name, v).is_err(), "{name}={v} accepted");
+            }
+        }
+        assert!(validate("max.decompressed.message.bytes", "0").is_err());
+        assert!(validate("remote.copy.lag.bytes", "-2").is_err());
+        assert_eq!(validate("remote.copy.lag.ms", "-1"), Ok(()));
+        assert!(validate("remote.log.copy.disable", "yes").is_err());
+    }
 }
