@@ -88,13 +88,7 @@ impl Log {
             self.epochs_dirty = true;
         }
         self.size_bytes += records.len() as u64;
-        self.unflushed_messages += record_count;
-
-        if self.unflushed_messages >= self.config.flush_interval_messages
-            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
-        {
-            self.flush_at(now_ms)?;
-        }
+        self.after_append(record_count, now_ms)?;
 
         Ok(AppendInfo {
             first_offset,
@@ -186,12 +180,7 @@ impl Log {
             }
             record_count += h.record_count as u64;
         }
-        self.unflushed_messages += record_count;
-        if self.unflushed_messages >= self.config.flush_interval_messages
-            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
-        {
-            self.flush_at(now_ms)?;
-        }
+        self.after_append(record_count, now_ms)?;
         Ok(AppendInfo {
             first_offset,
             last_offset,
@@ -204,5 +193,16 @@ impl Log {
             size_bytes: records.len(),
             batches: headers,
         })
+    }
+
+    /// Counts appended records and flushes per the flush policy.
+    fn after_append(&mut self, record_count: u64, now_ms: i64) -> io::Result<()> {
+        self.unflushed_messages += record_count;
+        if self.unflushed_messages >= self.config.flush_interval_messages
+            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
+        {
+            self.flush_at(now_ms)?;
+        }
+        Ok(())
     }
 }

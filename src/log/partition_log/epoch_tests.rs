@@ -7,12 +7,7 @@ use crate::log::leader_epoch::{CHECKPOINT_FILE, EpochEntry};
 const MAX: usize = 1 << 20;
 
 fn cfg() -> LogConfig {
-    LogConfig {
-        segment_bytes: 4096,
-        index_interval_bytes: 256,
-        retention_ms: -1,
-        ..LogConfig::default()
-    }
+    super::tests::small_cfg()
 }
 
 fn entries(log: &Log) -> Vec<(i32, i64)> {

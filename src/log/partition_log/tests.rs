@@ -9,7 +9,7 @@ use crate::log::compression::Compression;
 
 const MAX: usize = 1 << 20;
 
-fn small_cfg() -> LogConfig {
+pub(super) fn small_cfg() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
         index_interval_bytes: 256,
