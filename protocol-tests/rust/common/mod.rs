@@ -20,12 +20,29 @@ pub struct TestBroker {
     extra: Vec<String>,
 }
 
+/// A free port below the kernel's ephemeral range: a port from that range can be taken by
+/// this process's own outgoing connections, and the start-up probe's connect loop could then
+/// connect to itself (TCP simultaneous open) before the broker binds it.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(32768);
+    let (lo, hi) = (15_000u32, ephemeral_low.saturating_sub(2).max(16_000));
+    let mut seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
+    seed ^= std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    for _ in 0..1000 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let port = (lo + ((seed >> 33) as u32) % (hi - lo)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {lo}..{hi}");
 }
 
 impl TestBroker {
