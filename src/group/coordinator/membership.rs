@@ -267,9 +267,19 @@ impl Coordinator {
         Reply::Later(rx)
     }
 
-    /// A static member rejoins with an unknown member id: it takes over its old membership
-    /// (the old id is fenced). In a Stable group whose subscription is unchanged it gets the
-    /// current generation back without a rebalance.
+    /// A static member rejoins with an unknown member id (Kafka's
+    /// `updateStaticMemberThenRebalanceOrCompleteJoin`): the new id takes over the old
+    /// membership (assignment, join order, leadership) and the old id is fenced.
+    ///
+    /// * Stable, and the protocol selected for the next generation is the current one: no
+    ///   rebalance, whether or not the member's subscription changed. The group is persisted
+    ///   with the new id and the JoinGroup is answered at once with the current generation.
+    ///   From v9 a returning leader is named leader, gets the members and is told to skip the
+    ///   assignment; below v9 every member (the old leader too) is told the leader id as it was
+    ///   before the replacement, so the old leader acts as a follower and syncs its assignment.
+    ///   If the write fails the replacement is undone.
+    /// * Stable with a different protocol, CompletingRebalance (the leader may already be
+    ///   assigning to the old id), PreparingRebalance: the member waits for the join phase.
     async fn rejoin_static_member(
         self: &Arc<Self>,
         cell: &Arc<GroupCell>,
@@ -279,78 +289,58 @@ impl Coordinator {
         old_id: String,
         new_id: String,
     ) -> Reply<JoinResult> {
-        let Some(mut m) = g.members.remove(&old_id) else {
+        if matches!(g.state, State::Empty | State::Dead) {
+            return Reply::Now(JoinResult::error(E::UnknownMemberId.code(), &new_id));
+        }
+        let leader_before = g.leader.clone().unwrap_or_default();
+        if !g.replace_static_member(&instance, &old_id, &new_id) {
             g.statics.remove(&instance);
             return self.add_member_and_rebalance(cell, g, p, new_id).await;
-        };
-        if let Some(tx) = m.join_tx.take() {
-            let _ = tx.send(JoinResult::error(E::FencedInstanceId.code(), &old_id));
         }
-        if let Some(tx) = m.sync_tx.take() {
-            let _ = tx.send(SyncResult::error(E::FencedInstanceId.code()));
-        }
-        let old = (
-            m.protocols.clone(),
-            m.rebalance_timeout_ms,
-            m.session_timeout_ms,
-        );
-        let old_topics = g.subscribed_topics();
-        let old_protocol = g.protocol.clone();
-        m.id = new_id.clone();
-        m.protocols = p.protocols.clone();
-        m.rebalance_timeout_ms = p.rebalance_timeout_ms;
-        m.session_timeout_ms = p.session_timeout_ms;
-        m.client_id = p.client_id.clone();
-        m.client_host = p.client_host.clone();
-        m.deadline = Instant::now() + session(&m);
+        let m = g.members.get_mut(&new_id).unwrap();
+        m.deadline = Instant::now() + session(m);
         let seq = m.seq;
-        g.members.insert(new_id.clone(), m);
-        g.statics.insert(instance.clone(), new_id.clone());
-        let was_leader = g.leader.as_deref() == Some(old_id.as_str());
-        if was_leader {
-            g.leader = Some(new_id.clone());
-        }
+        let old = (
+            std::mem::replace(&mut m.protocols, p.protocols),
+            std::mem::replace(&mut m.rebalance_timeout_ms, p.rebalance_timeout_ms),
+            std::mem::replace(&mut m.session_timeout_ms, p.session_timeout_ms),
+        );
         // The old id's timer ends when it finds its member gone; the new id gets its own.
         self.spawn_session_timer(cell, new_id.clone(), seq);
-        info!(group = %g.id, %instance, %old_id, %new_id, "static member rejoined");
-        match g.state {
-            State::Stable => {
-                let changed = g.select_protocol() != old_protocol
-                    || g.subscribed_topics() != old_topics
-                    || (was_leader && !p.supports_skip_assignment);
-                if changed {
-                    let (tx, rx) = oneshot::channel();
-                    g.members.get_mut(&new_id).unwrap().join_tx = Some(tx);
-                    self.maybe_prepare_rebalance(cell, g, "static member changed")
-                        .await;
-                    return Reply::Later(rx);
-                }
-                let records = vec![group_record(g)];
-                if let Err(e) = self.log.append(&g.id, records).await {
-                    // Undo: the old member id stays the member.
-                    let mut m = g.members.remove(&new_id).unwrap();
-                    m.id = old_id.clone();
-                    (m.protocols, m.rebalance_timeout_ms, m.session_timeout_ms) = old;
-                    g.members.insert(old_id.clone(), m);
-                    g.statics.insert(instance, old_id.clone());
-                    if was_leader {
-                        g.leader = Some(old_id);
-                    }
-                    return Reply::Now(JoinResult::error(e, ""));
-                }
-                Reply::Now(self.join_result_for(g, &new_id, was_leader))
-            }
-            State::CompletingRebalance | State::PreparingRebalance => {
-                let (tx, rx) = oneshot::channel();
-                g.members.get_mut(&new_id).unwrap().join_tx = Some(tx);
-                self.maybe_prepare_rebalance(cell, g, "static member replaced")
-                    .await;
-                Reply::Later(rx)
-            }
-            State::Empty | State::Dead => {
-                Reply::Now(JoinResult::error(E::UnknownMemberId.code(), &new_id))
-            }
+        info!(group = %g.id, %instance, %old_id, %new_id, state = g.state.name(), "static member rejoined");
+        let rebalance = match g.state {
+            State::Stable if g.select_protocol() == g.protocol => None,
+            State::Stable => Some("static member changed the selected protocol"),
+            _ => Some("static member replaced during a rebalance"),
+        };
+        if let Some(reason) = rebalance {
+            let (tx, rx) = oneshot::channel();
+            g.members.get_mut(&new_id).unwrap().join_tx = Some(tx);
+            self.maybe_prepare_rebalance(cell, g, reason).await;
+            return Reply::Later(rx);
         }
+        let records = vec![group_record(g)];
+        if let Err(code) = self.log.append(&g.id, records).await {
+            // Undo: the old member id stays the member (its session timer is still running).
+            g.replace_static_member(&instance, &new_id, &old_id);
+            let m = g.members.get_mut(&old_id).unwrap();
+            (m.protocols, m.rebalance_timeout_ms, m.session_timeout_ms) = old;
+            return Reply::Now(JoinResult {
+                error: code,
+                leader: leader_before,
+                members: Vec::new(),
+                ..self.join_result_for(g, "", false)
+            });
+        }
+        if p.supports_skip_assignment {
+            let is_leader = g.leader.as_deref() == Some(new_id.as_str());
+            return Reply::Now(self.join_result_for(g, &new_id, is_leader));
+        }
+        Reply::Now(JoinResult {
+            leader: leader_before,
+            members: Vec::new(),
+            ..self.join_result_for(g, &new_id, false)
+        })
     }
 
     // ---- rebalance -------------------------------------------------------------------------
