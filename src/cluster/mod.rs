@@ -4,6 +4,7 @@
 
 pub mod controller;
 pub mod partition;
+pub mod placement;
 pub mod topic_config;
 
 pub use controller::{Controller, TopicError, TopicInfo};

@@ -36,10 +36,21 @@ pub trait OffsetsLog: Send + Sync {
 
 /// The broker's `__consumer_offsets`.
 pub struct TopicLog {
-    pub broker: Weak<Broker>,
+    broker: Weak<Broker>,
+    /// The partition count groups are spread over, fixed at first use: partitions added to the
+    /// topic later (CreatePartitions) do not move a group until the broker restarts, as in
+    /// Kafka, whose coordinator reads the count once at start-up.
+    spread: std::sync::OnceLock<i32>,
 }
 
 impl TopicLog {
+    pub fn new(broker: Weak<Broker>) -> TopicLog {
+        TopicLog {
+            broker,
+            spread: std::sync::OnceLock::new(),
+        }
+    }
+
     async fn topic(&self, b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
         if let Some(t) = b.controller.topic(TOPIC) {
             return Ok(t);
@@ -110,7 +121,8 @@ impl OffsetsLog for TopicLog {
                 return Err(ResponseError::CoordinatorNotAvailable.code());
             };
             let topic = self.topic(&b).await?;
-            let n = topic.partitions.len() as i32;
+            let len = topic.partitions.len() as i32;
+            let n = (*self.spread.get_or_init(|| len)).min(len);
             let p = &topic.partitions[records::partition_for(group, n) as usize];
             let mut buf = encode_batch(&records, now_ms()).map_err(|e| {
                 warn!("cannot encode {TOPIC} records: {e:#}");
