@@ -1,8 +1,8 @@
 //! CreatePartitions against the real binary, raw protocol over TCP: Kafka's errors (same or
 //! lower count, unknown topic, duplicate names, manual assignments, the per-request cap),
 //! validate_only, the new partitions in Metadata, produce and fetch on them (an idempotent
-//! producer across the change included), and the count kept across a clean restart and a
-//! kill -9.
+//! producer across the change included), the count kept across a clean restart and a kill -9,
+//! and committed offsets kept when `__consumer_offsets` itself grows.
 
 mod common;
 
@@ -366,4 +366,76 @@ fn idempotent_producer_across_the_change() {
     );
     assert_eq!(values(&mut c, "idem-grow", 0), vec!["p0-s0", "p0-s1"]);
     assert_eq!(values(&mut c, "idem-grow", 2), vec!["p2-s0", "p2-s1"]);
+}
+
+/// Java's `String.hashCode` of an ASCII name, as Kafka spreads groups with it.
+fn java_hash(s: &str) -> i32 {
+    s.bytes()
+        .fold(0i32, |h, b| h.wrapping_mul(31).wrapping_add(b as i32))
+}
+
+fn commit(c: &mut Client, group: &str, offset: i64) {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse};
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    p.committed_leader_epoch = -1;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = name("t");
+    t.partitions = vec![p];
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    r.generation_id_or_member_epoch = -1;
+    r.topics = vec![t];
+    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
+    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+}
+
+fn committed(c: &mut Client, group: &str) -> i64 {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = name("t");
+    t.partition_indexes = vec![0];
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    r.topics = Some(vec![t]);
+    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &r);
+    resp.topics[0].partitions[0].committed_offset
+}
+
+#[test]
+fn growing_consumer_offsets_keeps_commits() {
+    // A group that lives in partition 1 of 2 and would live in partition 0 of 3.
+    let group = (0..)
+        .map(|i| format!("g{i}"))
+        .find(|g| {
+            let h = java_hash(g);
+            let abs = if h == i32::MIN { 0 } else { h.abs() };
+            abs % 2 == 1 && abs % 3 == 0
+        })
+        .unwrap();
+    let mut b = TestBroker::start(&["offsets.topic.num.partitions=2"]);
+    let mut c = b.connect();
+    create_topic(&mut c, "t", 1);
+    commit(&mut c, &group, 5);
+    assert_eq!(partition_count(&mut c, "__consumer_offsets"), 2);
+    assert_eq!(one(&mut c, "__consumer_offsets", 3, None, false), (0, None));
+    // Until a restart the group stays where it was.
+    commit(&mut c, &group, 6);
+    assert_eq!(committed(&mut c, &group), 6);
+    assert_eq!(b.terminate(), Some(0));
+    b.launch();
+    let mut c = b.connect();
+    assert_eq!(committed(&mut c, &group), 6);
+    // Now it writes to partition 0; its older records in partition 1 must not win at the next
+    // start.
+    commit(&mut c, &group, 9);
+    b.kill9();
+    b.launch();
+    let mut c = b.connect();
+    assert_eq!(committed(&mut c, &group), 9);
 }
