@@ -14,8 +14,8 @@
 //!   like any other, as Kafka does. Beyond Kafka: at most `MAX_PARTITIONS_PER_TOPIC` in all.
 //! * validate_only answers as a real run would, without changing anything.
 //!
-//! Version notes: v1 is v0 with throttling on quota violation; v2 is flexible (KIP-482); v3
-//! answers THROTTLING_QUOTA_EXCEEDED instead of throttling (KIP-599), which has no quota here.
+//! Version notes: v1 is the same as v0; v2 is flexible (KIP-482); v3 may answer
+//! THROTTLING_QUOTA_EXCEEDED (KIP-599), which never happens here (no mutation quota).
 
 use std::collections::HashMap;
 use std::sync::Arc;
