@@ -34,10 +34,7 @@ impl Broker {
             controller,
             advertised,
             producer_ids,
-            groups: Coordinator::new(
-                group_config,
-                Arc::new(store::TopicLog { broker: me.clone() }),
-            ),
+            groups: Coordinator::new(group_config, Arc::new(store::TopicLog::new(me.clone()))),
         });
         // Groups and offsets are loaded before anything is served.
         broker.groups.install(store::load(&broker.controller)?);

@@ -13,7 +13,7 @@ import time
 
 from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
 
@@ -312,6 +312,48 @@ def admin_create_topics():
         check(e.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR,
               "rf=3: error %s" % e.args[0])
     check(bad not in a.list_topics(timeout=10).topics, "failed create left topic %s" % bad)
+
+
+@S.scenario("admin_create_partitions", timeout=120)
+def admin_create_partitions():
+    """AdminClient.create_partitions: validate_only changes nothing, a decrease or the same
+    count is INVALID_PARTITIONS, a real increase shows at once; an idempotent producer writes
+    to the old partitions before and after, and to the new ones, every record read back
+    exactly once."""
+    a = admin()
+    topic = create_topic(topic_name("grow"), 2)
+    p = producer()
+    before = [{"partition": i % 2, "key": b"k%d" % i, "value": b"before-%d" % i} for i in range(100)]
+    produce_all(p, topic, before)
+
+    def grow(count, validate_only=False):
+        return a.create_partitions([NewPartitions(topic, count)], validate_only=validate_only,
+                                   operation_timeout=T, request_timeout=T)[topic].result(timeout=T)
+
+    check(grow(4, validate_only=True) is None, "validate_only returned a value")
+    time.sleep(1.0)
+    check(_partition_count(a, topic) == 2, "validate_only changed the partition count")
+    for count in (1, 2):
+        try:
+            grow(count)
+            raise AssertionError("create_partitions to %d of 2 succeeded" % count)
+        except KafkaException as e:
+            check(e.args[0].code() == KafkaError.INVALID_PARTITIONS,
+                  "count %d: error %s" % (count, e.args[0]))
+            info("count %d: %s" % (count, e.args[0]))
+    check(grow(4) is None, "create_partitions returned a value")
+    wait_until(lambda: _partition_count(a, topic) == 4, T, "%s with 4 partitions" % topic)
+    wait_partitions_ready(topic, 4)
+    after = [{"partition": i % 4, "key": b"k%d" % i, "value": b"after-%d" % i} for i in range(200)]
+    produce_all(p, topic, after)  # the same producer: one producer id, sequences continue
+    got = consume_exact(topic, {0: 100, 1: 100, 2: 50, 3: 50})
+    want = {}
+    for r in before + after:
+        want.setdefault(r["partition"], []).append(r["value"])
+    for part, msgs in got.items():
+        check([m.value() for m in msgs] == want[part],
+              "partition %d read back %s..., produced %s..." % (
+                  part, [m.value() for m in msgs][:3], want[part][:3]))
 
 
 @S.scenario("admin_list_topics")

@@ -4,10 +4,13 @@
 Usage: member.py <bootstrap> <group> <topic> [key=value librdkafka settings...]
 Prints JSON lines on stdout: {"ev": "assign"|"revoke"|"lost", "parts": [...], "proto": ...},
 {"ev": "msg", "p": partition, "o": offset} (the processing: printed before the
-synchronous commit of its offset), {"ev": "closed"}. SIGTERM closes cleanly.
+synchronous commit of its offset), {"ev": "gen", "gen": generation, "member": member id} each
+time the group generation or member id the client holds changes, {"ev": "closed"}.
+SIGTERM closes cleanly.
 """
 import json
 import signal
+import struct
 import sys
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -62,9 +65,26 @@ def on_lost(cons, parts):
     out(ev="lost", parts=sorted(p.partition for p in parts))
 
 
+def generation():
+    """(generation, member id) from librdkafka's serialized group metadata: b"CGMDv2:", the
+    generation as a host-order int32, then NUL-terminated group id and member id."""
+    md = c.consumer_group_metadata()
+    if not md.startswith(b"CGMDv2:") or len(md) < 11:
+        return None
+    gen = struct.unpack_from("=i", md, 7)[0]
+    fields = md[11:].split(b"\0")
+    return gen, fields[1].decode() if len(fields) > 1 else ""
+
+
 c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+last_gen = None
 while running:
     m = c.poll(0.2)
+    g = generation()
+    if g != last_gen:
+        last_gen = g
+        if g is not None:
+            out(ev="gen", gen=g[0], member=g[1])
     if m is None or m.error():
         continue
     out(ev="msg", p=m.partition(), o=m.offset())  # processing, then the commit

@@ -232,6 +232,59 @@ def static_membership():
         stop_all(ms)
 
 
+def generation(m):
+    """The (generation, member id) member `m`'s client holds now, or None."""
+    gens = m.evs("gen")
+    return (gens[-1]["gen"], gens[-1]["member"]) if gens else None
+
+
+@S.scenario("static-leader-restart-no-rebalance", timeout=150)
+def static_leader_restart():
+    """Three static members; the leader (the first to join) is killed with SIGKILL and comes
+    back within its session timeout: it gets its partitions back in the same generation, and
+    neither of the others sees a rebalance."""
+    topic = create_topic(name("sleader"), 6)
+    group = name("sleader")
+    conf = lambda inst: ["group.instance.id=" + inst, "session.timeout.ms=20000"]
+    a = Member(group, topic, *conf("inst-a"))
+    ms = [a]
+    try:
+        wait_until(lambda: len(a.parts()) == 6, 40, "the first static member (the leader) owns all partitions")
+        b, c = Member(group, topic, *conf("inst-b")), Member(group, topic, *conf("inst-c"))
+        ms += [b, c]
+        owned = wait_until(lambda: balanced([a, b, c], 6, [2, 2, 2]), 40, "3 static members with 2 partitions each")
+
+        def settled():
+            gs = [generation(m) for m in (a, b, c)]
+            return all(gs) and len({g[0] for g in gs}) == 1 and gs
+        gens = wait_until(settled, 20, "the 3 members in one generation")
+        gen = gens[0][0]
+        info("generation %d, owned %s" % (gen, owned))
+        seen = {m: len(m.events) for m in (b, c)}
+        a.kill9()
+        time.sleep(1)
+        a2 = Member(group, topic, *conf("inst-a"))
+        ms.append(a2)
+        wait_until(lambda: a2.parts() == owned[0], 30, "restarted leader gets %s back" % sorted(owned[0]))
+        time.sleep(4)  # what a rebalance would do to the others happens in this time
+        for m, label in ((b, "inst-b"), (c, "inst-c")):
+            with m.lock:
+                later = [e for e in m.events[seen[m]:] if e["ev"] in ("assign", "revoke", "lost")]
+            check(not later, "%s saw a rebalance: %s" % (label, later))
+        check([b.parts(), c.parts()] == owned[1:], "the others' partitions changed")
+        now = [generation(m) for m in (a2, b, c)]
+        info("after the restart: %s" % now)
+        check(all(g and g[0] == gen for g in now), "generation changed from %d: %s" % (gen, now))
+        check(now[0][1] != gens[0][1], "the restarted leader kept its old member id %s" % gens[0][1])
+        desc = kadmin().describe_groups([group])[group]
+        check(desc["group_state"] == "Stable", "group state %s" % desc["group_state"])
+        ids = sorted((mm["group_instance_id"], mm["member_id"]) for mm in desc["members"])
+        check(ids == sorted([("inst-a", now[0][1]), ("inst-b", now[1][1]), ("inst-c", now[2][1])]),
+              "described members %s" % ids)
+    finally:
+        stop_all(ms)
+
+
 @S.scenario("admin-list-describe-delete", timeout=120)
 def admin():
     topic = create_topic(name("adm"), 3)

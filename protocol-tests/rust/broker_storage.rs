@@ -9,12 +9,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{TestBroker, record_batch};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -51,18 +49,7 @@ fn create(
 }
 
 fn produce(c: &mut common::Client, topic: &str, batch: Bytes) -> (i16, i64, i64) {
-    let mut pd = PartitionProduceData::default();
-    pd.index = 0;
-    pd.records = Some(batch);
-    let mut td = TopicProduceData::default();
-    td.name = name(topic);
-    td.partition_data = vec![pd];
-    let mut r = ProduceRequest::default();
-    r.acks = -1;
-    r.timeout_ms = 5000;
-    r.topic_data = vec![td];
-    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
-    let p = &resp.responses[0].partition_responses[0];
+    let p = common::produce_one(c, topic, 0, batch);
     (p.error_code, p.base_offset, p.log_append_time_ms)
 }
 
@@ -73,24 +60,7 @@ fn fetch(
     id: uuid::Uuid,
     offset: i64,
 ) -> FetchResponse {
-    let mut fp = FetchPartition::default();
-    fp.partition = 0;
-    fp.fetch_offset = offset;
-    fp.partition_max_bytes = 1 << 20;
-    let mut ft = FetchTopic::default();
-    if version >= 13 {
-        ft.topic_id = id;
-    } else {
-        ft.topic = name(topic);
-    }
-    ft.partitions = vec![fp];
-    let mut r = FetchRequest::default();
-    r.max_wait_ms = 0;
-    r.min_bytes = 0;
-    r.max_bytes = 1 << 20;
-    r.topics = vec![ft];
-    r.replica_id = kafka_protocol::messages::BrokerId(-1);
-    c.call(ApiKey::Fetch, version, &r)
+    common::fetch_one(c, version, topic, id, 0, offset)
 }
 
 fn earliest(c: &mut common::Client, topic: &str) -> i64 {

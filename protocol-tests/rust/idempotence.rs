@@ -10,11 +10,9 @@ use common::{Client, TestBroker, record_batch_from};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, TopicName,
-    TransactionalId,
+    MetadataRequest, MetadataResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -35,18 +33,7 @@ fn batch(n: usize, pid: i64, epoch: i16, seq: i32) -> Bytes {
 
 /// Produces one batch (acks=all, v9); returns (error code, base offset).
 fn produce(c: &mut Client, records: Bytes) -> (i16, i64) {
-    let mut pd = PartitionProduceData::default();
-    pd.index = 0;
-    pd.records = Some(records);
-    let mut td = TopicProduceData::default();
-    td.name = TopicName(StrBytes::from_static_str(TOPIC));
-    td.partition_data = vec![pd];
-    let mut r = ProduceRequest::default();
-    r.acks = -1;
-    r.timeout_ms = 5000;
-    r.topic_data = vec![td];
-    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
-    let p = &resp.responses[0].partition_responses[0];
+    let p = common::produce_one(c, TOPIC, 0, records);
     (p.error_code, p.base_offset)
 }
 

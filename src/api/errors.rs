@@ -13,6 +13,8 @@ pub fn topic_error_code(e: &TopicError) -> i16 {
         TopicError::InvalidPartitions(_) => E::InvalidPartitions.code(),
         TopicError::InvalidReplicationFactor(_) => E::InvalidReplicationFactor.code(),
         TopicError::InvalidConfig(_) => E::InvalidConfig.code(),
+        TopicError::InvalidReplicaAssignment(_) => E::InvalidReplicaAssignment.code(),
+        TopicError::PolicyViolation(_) => E::PolicyViolation.code(),
         TopicError::UnknownTopic => E::UnknownTopicOrPartition.code(),
         TopicError::Storage(_) => E::KafkaStorageError.code(),
     }
@@ -25,6 +27,8 @@ pub fn topic_error_message(e: &TopicError) -> Option<String> {
         | TopicError::InvalidPartitions(m)
         | TopicError::InvalidReplicationFactor(m)
         | TopicError::InvalidConfig(m)
+        | TopicError::InvalidReplicaAssignment(m)
+        | TopicError::PolicyViolation(m)
         | TopicError::Storage(m) => Some(m.clone()),
         TopicError::UnknownTopic => Some("This server does not host this topic-partition.".into()),
     }

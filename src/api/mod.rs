@@ -16,6 +16,7 @@ use crate::broker::Broker;
 use crate::net::response::{FrameBuf, Response};
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
@@ -82,6 +83,7 @@ pub static APIS: &[ApiSpec] = &[
     api_versions::SPEC,
     create_topics::SPEC,
     delete_topics::SPEC,
+    create_partitions::SPEC,
     describe_cluster::SPEC,
     // issue 4: producer
     init_producer_id::SPEC,

@@ -2,8 +2,9 @@
 //! assignment, leader epochs, topic configs), persists it in `<first log dir>/sluice-metadata`
 //! (written beside and renamed into place), and opens each partition's log at start-up.
 //!
-//! Metadata changes (create, delete) go through one writer lock; readers take a cheap snapshot
-//! of the image. Later the image becomes the state machine of a Raft quorum.
+//! Metadata changes (create, delete, add partitions) go through one writer lock; readers take
+//! a cheap snapshot of the image: a topic is an immutable `TopicInfo` behind an `Arc`, replaced
+//! whole when it changes. Later the image becomes the state machine of a Raft quorum.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -14,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::control::new_partitions;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
@@ -42,6 +44,8 @@ pub enum TopicError {
     InvalidPartitions(String),
     InvalidReplicationFactor(String),
     InvalidConfig(String),
+    InvalidReplicaAssignment(String),
+    PolicyViolation(String),
     UnknownTopic,
     Storage(String),
 }
@@ -235,29 +239,10 @@ impl Controller {
     ) -> Result<Arc<TopicInfo>> {
         let effective = topic_config::effective(&self.config, &configs);
         let name: Arc<str> = Arc::from(name);
-        let mut parts = Vec::with_capacity(partitions as usize);
-        let node = self.config.node_id;
         let new_dir = self.least_loaded_dir().to_path_buf();
+        let mut parts = Vec::with_capacity(partitions as usize);
         for i in 0..partitions {
-            let dir = self.partition_dir(&name, i, &new_dir);
-            fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            write_partition_metadata(&dir, id)?;
-            let log = Log::open(&dir, effective.log.clone(), needs_recovery)
-                .with_context(|| format!("cannot open log {}", dir.display()))?;
-            let state = ReplicaState {
-                leader: node,
-                leader_epoch: 0,
-                replicas: vec![node],
-                isr: vec![node],
-            };
-            parts.push(Arc::new(Partition::new(
-                name.clone(),
-                i,
-                id,
-                node,
-                log,
-                state,
-            )));
+            parts.push(self.open_partition(&name, id, i, &effective, needs_recovery, &new_dir)?);
         }
         Ok(Arc::new(TopicInfo {
             internal: name.starts_with("__"),
@@ -267,6 +252,38 @@ impl Controller {
             configs,
             effective,
         }))
+    }
+
+    /// Opens (creating its directory if new) partition `index` of a topic; this node leads it.
+    fn open_partition(
+        &self,
+        name: &Arc<str>,
+        id: Uuid,
+        index: i32,
+        effective: &EffectiveTopicConfig,
+        needs_recovery: bool,
+        new_dir: &Path,
+    ) -> Result<Arc<Partition>> {
+        let node = self.config.node_id;
+        let dir = self.partition_dir(name, index, new_dir);
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_partition_metadata(&dir, id)?;
+        let log = Log::open(&dir, effective.log.clone(), needs_recovery)
+            .with_context(|| format!("cannot open log {}", dir.display()))?;
+        let state = ReplicaState {
+            leader: node,
+            leader_epoch: 0,
+            replicas: vec![node],
+            isr: vec![node],
+        };
+        Ok(Arc::new(Partition::new(
+            name.clone(),
+            index,
+            id,
+            node,
+            log,
+            state,
+        )))
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
@@ -293,6 +310,85 @@ impl Controller {
 
     pub fn live_brokers(&self) -> usize {
         1
+    }
+
+    /// The ids of the registered brokers.
+    pub fn broker_ids(&self) -> Vec<i32> {
+        vec![self.config.node_id]
+    }
+
+    /// How many partitions `name` would gain with `count` in all and these manual
+    /// `assignments` (see [`new_partitions::plan_increase`]), without changing anything.
+    pub fn validate_partition_increase(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+    ) -> Result<usize, TopicError> {
+        let topic = self.topic(name).ok_or(TopicError::UnknownTopic)?;
+        let replication = topic
+            .partitions
+            .first()
+            .map_or(1, |p| p.replica_state().replicas.len());
+        new_partitions::plan_increase(
+            name,
+            topic.partitions.len(),
+            replication,
+            count,
+            assignments,
+            &self.broker_ids(),
+        )
+    }
+
+    /// Grows topic `name` to `count` partitions (each led by this node, whatever the manual
+    /// `assignments`, which are validated as Kafka does): opens the new partition logs, then
+    /// replaces the topic's `TopicInfo` with one holding the existing partitions and the new
+    /// ones, and persists the metadata. Requests resolving the topic afterwards see the new
+    /// partitions; the existing ones (their logs, producer state, waiters) are untouched.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+    ) -> Result<Arc<TopicInfo>, TopicError> {
+        let _w = self.writer.lock().await;
+        let additional = self.validate_partition_increase(name, count, assignments)?;
+        let old = self.topic(name).ok_or(TopicError::UnknownTopic)?;
+        let storage = |e: anyhow::Error| TopicError::Storage(format!("{e:#}"));
+        let new_dir = self.least_loaded_dir().to_path_buf();
+        let first = old.partitions.len() as i32;
+        let mut added = Vec::with_capacity(additional);
+        for i in first..first + additional as i32 {
+            match self.open_partition(&old.name, old.id, i, &old.effective, false, &new_dir) {
+                Ok(p) => added.push(p),
+                Err(e) => {
+                    remove_partitions(&added);
+                    return Err(storage(e));
+                }
+            }
+        }
+        let mut partitions = old.partitions.clone();
+        partitions.extend(added.iter().cloned());
+        let topic = Arc::new(TopicInfo {
+            name: old.name.clone(),
+            id: old.id,
+            partitions,
+            configs: old.configs.clone(),
+            effective: old.effective.clone(),
+            internal: old.internal,
+        });
+        let mut image = self.image.write().unwrap();
+        image.by_id.insert(topic.id, topic.clone());
+        image.by_name.insert(topic.name.clone(), topic.clone());
+        if let Err(e) = self.write_metadata_file(&image) {
+            image.by_id.insert(old.id, old.clone());
+            image.by_name.insert(old.name.clone(), old);
+            drop(image);
+            remove_partitions(&added);
+            return Err(storage(e));
+        }
+        info!(topic = %topic.name, from = first, to = topic.partitions.len(), "added partitions");
+        Ok(topic)
     }
 
     /// Validates a creation request without changing anything.
@@ -437,6 +533,15 @@ impl Controller {
             }
         }
         Ok(())
+    }
+}
+
+/// Removes the directories of partitions that were opened but never published.
+fn remove_partitions(parts: &[Arc<Partition>]) {
+    for p in parts {
+        if let Err(e) = p.delete() {
+            warn!(partition = p.index, "cannot remove new partition: {e:#}");
+        }
     }
 }
 

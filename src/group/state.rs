@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::{Buf, Bytes};
+use kafka_protocol::ResponseError as E;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -239,6 +240,30 @@ impl Group {
             self.leader = self.first_member();
         }
         Some(m)
+    }
+
+    /// Kafka's `replaceStaticMember`: the static member `old_id` continues as `new_id` with
+    /// everything else kept (client, timeouts, protocols, assignment, join order, leadership).
+    /// A JoinGroup or SyncGroup the old id still awaits is answered FENCED_INSTANCE_ID.
+    /// False if there is no member `old_id`.
+    pub fn replace_static_member(&mut self, instance: &str, old_id: &str, new_id: &str) -> bool {
+        let Some(mut m) = self.members.remove(old_id) else {
+            return false;
+        };
+        if let Some(tx) = m.join_tx.take() {
+            let _ = tx.send(JoinResult::error(E::FencedInstanceId.code(), old_id));
+        }
+        if let Some(tx) = m.sync_tx.take() {
+            let _ = tx.send(SyncResult::error(E::FencedInstanceId.code()));
+        }
+        m.id = new_id.to_string();
+        self.members.insert(new_id.to_string(), m);
+        if self.leader.as_deref() == Some(old_id) {
+            self.leader = Some(new_id.to_string());
+        }
+        self.statics
+            .insert(instance.to_string(), new_id.to_string());
+        true
     }
 
     pub fn first_member(&self) -> Option<String> {

@@ -36,10 +36,21 @@ pub trait OffsetsLog: Send + Sync {
 
 /// The broker's `__consumer_offsets`.
 pub struct TopicLog {
-    pub broker: Weak<Broker>,
+    broker: Weak<Broker>,
+    /// The partition count groups are spread over, fixed at first use: partitions added to the
+    /// topic later (CreatePartitions) do not move a group until the broker restarts, as in
+    /// Kafka, whose coordinator reads the count once at start-up.
+    spread: std::sync::OnceLock<i32>,
 }
 
 impl TopicLog {
+    pub fn new(broker: Weak<Broker>) -> TopicLog {
+        TopicLog {
+            broker,
+            spread: std::sync::OnceLock::new(),
+        }
+    }
+
     async fn topic(&self, b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
         if let Some(t) = b.controller.topic(TOPIC) {
             return Ok(t);
@@ -110,7 +121,8 @@ impl OffsetsLog for TopicLog {
                 return Err(ResponseError::CoordinatorNotAvailable.code());
             };
             let topic = self.topic(&b).await?;
-            let n = topic.partitions.len() as i32;
+            let len = topic.partitions.len() as i32;
+            let n = (*self.spread.get_or_init(|| len)).min(len);
             let p = &topic.partitions[records::partition_for(group, n) as usize];
             let mut buf = encode_batch(&records, now_ms()).map_err(|e| {
                 warn!("cannot encode {TOPIC} records: {e:#}");
@@ -202,12 +214,53 @@ pub fn apply(state: &mut HashMap<String, Loaded>, key: Bytes, value: Option<Byte
 }
 
 /// Reads every partition of `__consumer_offsets` from its start to its high watermark.
+///
+/// A group's records are normally all in its own partition. If the topic was grown since they
+/// were written, older ones sit in another partition; then those are applied first and the
+/// group's own partition (where it writes now) last, so the newest state wins.
 pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> {
     let mut state: HashMap<String, Loaded> = HashMap::new();
     let Some(topic) = controller.topic(TOPIC) else {
         return Ok(state);
     };
+    let n = topic.partitions.len() as i32;
+    let home = |key: &Bytes| match records::decode_key(key.clone()) {
+        Ok(Some(k)) => Some(records::partition_for(k.group(), n)),
+        _ => None,
+    };
     let mut count = 0usize;
+    let mut moved = false;
+    replay(&topic, |p, k, v| {
+        moved |= home(&k).is_some_and(|h| h != p);
+        apply(&mut state, k, v);
+        count += 1;
+    })?;
+    if moved {
+        info!("{TOPIC}: groups with records outside their partition: replaying them first");
+        state.clear();
+        replay(&topic, |p, k, v| {
+            if home(&k).is_some_and(|h| h != p) {
+                apply(&mut state, k, v)
+            }
+        })?;
+        replay(&topic, |p, k, v| {
+            if home(&k).is_none_or(|h| h == p) {
+                apply(&mut state, k, v)
+            }
+        })?;
+    }
+    state.retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
+    info!(
+        records = count,
+        groups = state.len(),
+        "loaded group metadata and offsets"
+    );
+    Ok(state)
+}
+
+/// Calls `f(partition, key, value)` for every record of `topic` with a key, in offset order
+/// within each partition, partitions in index order.
+fn replay(topic: &TopicInfo, mut f: impl FnMut(i32, Bytes, Option<Bytes>)) -> anyhow::Result<()> {
     for p in &topic.partitions {
         let mut offset = p.log_start_offset();
         let end = p.high_watermark();
@@ -240,8 +293,7 @@ pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> 
                     Ok(set) => {
                         for r in set.records {
                             if let Some(k) = r.key {
-                                apply(&mut state, k, r.value);
-                                count += 1;
+                                f(p.index, k, r.value);
                             }
                         }
                     }
@@ -250,11 +302,5 @@ pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> 
             }
         }
     }
-    state.retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
-    info!(
-        records = count,
-        groups = state.len(),
-        "loaded group metadata and offsets"
-    );
-    Ok(state)
+    Ok(())
 }

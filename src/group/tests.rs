@@ -423,3 +423,162 @@ async fn offsets_of_empty_groups_expire() {
         "the empty group went with its offsets"
     );
 }
+
+const BOTH: &[&str] = &["range", "roundrobin"];
+
+/// Three static members `ia`, `ib`, `ic` (in that order), Stable at generation 1 with
+/// assignments A, B, C; `ia` leads. Each supports range and roundrobin; range is selected.
+/// The coordinator's initial rebalance delay gathers the three into one generation.
+async fn stable_static_group(c: &Arc<Coordinator>) -> Vec<JoinResult> {
+    let params = |inst: &str| {
+        let mut p = join_params("g", "", Some(inst), BOTH);
+        p.require_known_member_id = false;
+        p
+    };
+    let mut joins = Vec::new();
+    for inst in ["ia", "ib", "ic"] {
+        joins.push(spawn_join(c, params(inst)));
+        tokio::task::yield_now().await;
+    }
+    let mut rs = Vec::new();
+    for j in joins {
+        rs.push(j.await.unwrap());
+    }
+    assert!(rs.iter().all(|r| r.error == 0 && r.generation == 1));
+    assert_eq!(rs[0].protocol_name.as_deref(), Some("range"));
+    assert!(rs[0].member_id.starts_with("ia-"));
+    assert_eq!(rs[0].leader, rs[0].member_id);
+    let assignment: Vec<(String, Bytes)> = rs
+        .iter()
+        .zip([b"A", b"B", b"C"])
+        .map(|(r, a)| (r.member_id.clone(), Bytes::from_static(a)))
+        .collect();
+    let (sa, sb, sc) = tokio::join!(
+        sync(c, "g", &rs[0], assignment),
+        sync(c, "g", &rs[1], vec![]),
+        sync(c, "g", &rs[2], vec![])
+    );
+    assert_eq!(
+        [&sa.assignment[..], &sb.assignment[..], &sc.assignment[..]],
+        [b"A", b"B", b"C"]
+    );
+    assert_eq!(state(c, "g").await, State::Stable);
+    rs
+}
+
+/// A static member's JoinGroup after a restart (unknown member id, same instance id).
+fn static_rejoin(inst: &str, protocols: &[&str], version9: bool) -> JoinParams {
+    let mut p = join_params("g", "", Some(inst), protocols);
+    p.require_known_member_id = false;
+    p.supports_skip_assignment = version9;
+    p
+}
+
+/// The members still in generation 1 heartbeat without being asked to rejoin.
+async fn no_rebalance(c: &Arc<Coordinator>, members: &[(&str, &str)]) {
+    assert_eq!(state(c, "g").await, State::Stable);
+    for (id, inst) in members {
+        assert_eq!(c.heartbeat("g", id, Some(inst), 1).await, 0, "{inst}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_leader_restart_below_v9_keeps_generation() {
+    let (c, _) = coordinator(3000);
+    let rs = stable_static_group(&c).await;
+    let (a, b, cc) = (&rs[0], &rs[1], &rs[2]);
+    // The leader restarts within its session timeout. Below v9 it is told the old leader id,
+    // so it is a follower of its former self and gets no member list.
+    let a2 = c.join(static_rejoin("ia", BOTH, false)).await;
+    assert_eq!(a2.error, 0);
+    assert_eq!(a2.generation, 1);
+    assert_ne!(a2.member_id, a.member_id);
+    assert_eq!(a2.leader, a.member_id);
+    assert!(a2.members.is_empty());
+    assert!(!a2.skip_assignment);
+    no_rebalance(&c, &[(&b.member_id, "ib"), (&cc.member_id, "ic")]).await;
+    // Its SyncGroup hands back the assignment it had; the new id now leads.
+    let s = sync(&c, "g", &a2, vec![]).await;
+    assert_eq!((s.error, &s.assignment[..]), (0, &b"A"[..]));
+    assert_eq!(
+        c.heartbeat("g", &a.member_id, Some("ia"), 1).await,
+        E::FencedInstanceId.code()
+    );
+    let d = c.describe("g").await.unwrap();
+    assert_eq!(d.members[0].member_id, a2.member_id, "join order is kept");
+    // A later rebalance is led by the new id.
+    let a3 = spawn_join(&c, join_params("g", &a2.member_id, Some("ia"), BOTH));
+    tokio::task::yield_now().await;
+    let b2 = spawn_join(&c, join_params("g", &b.member_id, Some("ib"), BOTH));
+    let c2 = spawn_join(&c, join_params("g", &cc.member_id, Some("ic"), BOTH));
+    let (a3, _, _) = (a3.await.unwrap(), b2.await.unwrap(), c2.await.unwrap());
+    assert_eq!((a3.generation, &a3.leader), (2, &a2.member_id));
+    assert_eq!(a3.members.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_leader_restart_v9_skips_assignment() {
+    let (c, log) = coordinator(3000);
+    let rs = stable_static_group(&c).await;
+    let writes = log.appended.lock().unwrap().len();
+    let a2 = c.join(static_rejoin("ia", BOTH, true)).await;
+    assert_eq!((a2.error, a2.generation), (0, 1));
+    assert_eq!(a2.leader, a2.member_id);
+    assert!(a2.skip_assignment);
+    assert_eq!(a2.members.len(), 3, "the leader gets the members");
+    assert!(a2.members.iter().any(|(id, _, _)| *id == a2.member_id));
+    assert_eq!(
+        log.appended.lock().unwrap().len(),
+        writes + 1,
+        "the new member id is persisted before the answer"
+    );
+    no_rebalance(&c, &[(&rs[1].member_id, "ib"), (&rs[2].member_id, "ic")]).await;
+    let s = sync(&c, "g", &a2, vec![]).await;
+    assert_eq!(&s.assignment[..], b"A");
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_follower_restart_with_new_subscription_keeps_generation() {
+    let (c, _) = coordinator(3000);
+    let rs = stable_static_group(&c).await;
+    // New metadata for the same protocol (a changed subscription): no rebalance.
+    let mut p = static_rejoin("ib", BOTH, true);
+    p.protocols[0].1 = Bytes::from_static(b"other subscription");
+    let b2 = c.join(p).await;
+    assert_eq!((b2.error, b2.generation), (0, 1));
+    assert_eq!(b2.leader, rs[0].member_id);
+    assert!(b2.members.is_empty() && !b2.skip_assignment);
+    no_rebalance(&c, &[(&rs[0].member_id, "ia"), (&rs[2].member_id, "ic")]).await;
+    assert_eq!(&sync(&c, "g", &b2, vec![]).await.assignment[..], b"B");
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_restart_that_changes_the_protocol_rebalances() {
+    let (c, _) = coordinator(3000);
+    let rs = stable_static_group(&c).await;
+    // ic comes back supporting roundrobin only: the next generation's protocol would change.
+    let c2 = spawn_join(&c, static_rejoin("ic", &["roundrobin"], true));
+    tokio::task::yield_now().await;
+    assert!(!c2.is_finished(), "waits for the join phase");
+    assert_eq!(state(&c, "g").await, State::PreparingRebalance);
+    assert_eq!(
+        c.heartbeat("g", &rs[0].member_id, Some("ia"), 1).await,
+        E::RebalanceInProgress.code()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_restart_whose_write_fails_is_undone() {
+    let (c, log) = coordinator(3000);
+    let rs = stable_static_group(&c).await;
+    log.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let a2 = c.join(static_rejoin("ia", BOTH, true)).await;
+    log.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(a2.error, E::CoordinatorNotAvailable.code());
+    assert_eq!((a2.member_id.as_str(), a2.generation), ("", 1));
+    assert_eq!(a2.leader, rs[0].member_id);
+    // The old incarnation is still the member and the leader.
+    no_rebalance(&c, &[(&rs[0].member_id, "ia"), (&rs[1].member_id, "ib")]).await;
+    let d = c.describe("g").await.unwrap();
+    assert_eq!(d.members[0].member_id, rs[0].member_id);
+}

@@ -249,3 +249,59 @@ pub fn record_batch_from(
     .unwrap();
     buf.freeze()
 }
+
+/// Produces one batch to `topic`-`partition` with acks=all (Produce v9); answers the
+/// partition's response.
+pub fn produce_one(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+) -> kafka_protocol::messages::produce_response::PartitionProduceResponse {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+    let mut pd = PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(batch);
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_string(topic.to_string()));
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 5000;
+    r.topic_data = vec![td];
+    let mut resp: ProduceResponse = c.call(ApiKey::Produce, 9, &r);
+    resp.responses.remove(0).partition_responses.remove(0)
+}
+
+/// A Fetch of one partition from `offset` (max_wait 0, 1 MiB), by name, or by topic id from
+/// v13.
+pub fn fetch_one(
+    c: &mut Client,
+    version: i16,
+    topic: &str,
+    id: uuid::Uuid,
+    partition: i32,
+    offset: i64,
+) -> kafka_protocol::messages::FetchResponse {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+    let mut fp = FetchPartition::default();
+    fp.partition = partition;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = 1 << 20;
+    let mut ft = FetchTopic::default();
+    if version >= 13 {
+        ft.topic_id = id;
+    } else {
+        ft.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    }
+    ft.partitions = vec![fp];
+    let mut r = FetchRequest::default();
+    r.max_wait_ms = 0;
+    r.min_bytes = 0;
+    r.max_bytes = 1 << 20;
+    r.topics = vec![ft];
+    r.replica_id = BrokerId(-1);
+    c.call(ApiKey::Fetch, version, &r)
+}

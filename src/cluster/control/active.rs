@@ -18,6 +18,7 @@ use super::super::metadata::{
 };
 use super::super::topic_config;
 use super::election::{self, ElectionRefused};
+use super::new_partitions;
 use super::placement::{self, Candidate};
 use super::reassignment;
 
@@ -288,7 +289,7 @@ impl ActiveController {
         }
         let assignments = match &t.assignments {
             Some(a) => {
-                self.validate_assignments(img, a, None)?;
+                self.validate_assignments(img, a)?;
                 a.clone()
             }
             None => self.place(img, 0, t.num_partitions, t.replication_factor, start)?,
@@ -344,27 +345,12 @@ impl ActiveController {
         &self,
         img: &MetadataImage,
         a: &[Vec<i32>],
-        rf: Option<usize>,
     ) -> Result<(), ControlError> {
-        let bad = |m: String| ControlError::InvalidRequest(m);
-        if a.is_empty() {
-            return Err(bad("No partition assignment given.".into()));
-        }
-        let rf = rf.unwrap_or(a[0].len());
+        let brokers: Vec<i32> = img.brokers.keys().copied().collect();
+        let rf = a.first().map_or(0, Vec::len);
         for r in a {
-            let mut s = r.clone();
-            s.sort();
-            s.dedup();
-            if r.is_empty() || s.len() != r.len() || r.len() != rf {
-                return Err(bad(format!(
-                    "The manual partition assignment {r:?} is invalid: all partitions must have {rf} distinct replicas."
-                )));
-            }
-            if let Some(b) = r.iter().find(|b| !img.brokers.contains_key(b)) {
-                return Err(bad(format!(
-                    "The manual partition assignment includes broker {b}, but no such broker is registered."
-                )));
-            }
+            new_partitions::check_manual_assignment(r, rf, &brokers)
+                .map_err(ControlError::Topic)?;
         }
         Ok(())
     }
@@ -390,29 +376,12 @@ impl ActiveController {
             .topic(name)
             .ok_or(ControlError::Topic(TopicError::UnknownTopic))?;
         let have = t.partitions.len() as i32;
-        if count <= have {
-            let msg = if count == have {
-                format!("Topic already has {have} partitions.")
-            } else {
-                format!(
-                    "The topic {name} currently has {have} partition(s); {count} would not be an increase."
-                )
-            };
-            return Err(ControlError::Topic(TopicError::InvalidPartitions(msg)));
-        }
         let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
+        let brokers: Vec<i32> = img.brokers.keys().copied().collect();
+        new_partitions::plan_increase(name, have as usize, rf, count, assignments, &brokers)
+            .map_err(ControlError::Topic)?;
         let new = match assignments {
-            Some(a) => {
-                if a.len() as i32 != count - have {
-                    return Err(ControlError::InvalidRequest(format!(
-                        "Attempted to add {} additional partition(s), but only {} assignment(s) were specified.",
-                        count - have,
-                        a.len()
-                    )));
-                }
-                self.validate_assignments(img, a, Some(rf))?;
-                a.to_vec()
-            }
+            Some(a) => a.to_vec(),
             None => self.place(img, have, count - have, rf as i16, start)?,
         };
         Ok((partition_records(img, t.id, have, new).collect(), ()))

@@ -1,0 +1,173 @@
+//! Administration: DescribeGroups, ListGroups, DeleteGroups, and the periodic expiry of
+//! offsets (which deletes empty groups left without offsets).
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError as E;
+use tracing::info;
+
+use super::{Coordinator, offset_key};
+use crate::broker::now_ms;
+use crate::group::records::{self, Key};
+use crate::group::state::{Committed, Member, State};
+use crate::group::store::Records;
+
+pub struct DescribedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+pub struct Described {
+    pub state: State,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<DescribedMember>,
+}
+
+pub struct Listed {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: State,
+}
+
+impl Coordinator {
+    pub async fn describe(&self, group_id: &str) -> Option<Described> {
+        let cell = self.get(group_id)?;
+        let g = cell.lock().await;
+        let stable = g.state == State::Stable;
+        let protocol = if stable {
+            g.protocol.clone().unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mut ms: Vec<&Member> = g.members.values().collect();
+        ms.sort_by_key(|m| m.seq);
+        Some(Described {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            members: ms
+                .into_iter()
+                .map(|m| DescribedMember {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if stable {
+                        m.metadata(&protocol)
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
+                })
+                .collect(),
+            protocol,
+        })
+    }
+
+    pub async fn list(&self) -> Vec<Listed> {
+        let mut out = Vec::new();
+        for cell in self.cells() {
+            let g = cell.lock().await;
+            if g.state == State::Dead {
+                continue;
+            }
+            out.push(Listed {
+                group_id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state,
+            });
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// DeleteGroups for one group: tombstones for its offsets and metadata.
+    pub async fn delete_group(&self, group_id: &str) -> i16 {
+        let Some(cell) = self.get(group_id) else {
+            return E::GroupIdNotFound.code();
+        };
+        let mut g = cell.lock().await;
+        match g.state {
+            State::Dead => return E::GroupIdNotFound.code(),
+            State::Empty => {}
+            _ => return E::NonEmptyGroup.code(),
+        }
+        let mut records: Records = g
+            .offsets
+            .keys()
+            .map(|(t, p)| (offset_key(&g.id, t, *p), None))
+            .collect();
+        records.push((
+            records::encode_key(&Key::Group {
+                group: g.id.clone(),
+            }),
+            None,
+        ));
+        if let Err(e) = self.log.append(&g.id, records).await {
+            return e;
+        }
+        g.offsets.clear();
+        g.transition(State::Dead, now_ms());
+        self.forget(&cell, group_id);
+        info!(group = group_id, "group deleted");
+        0
+    }
+
+    /// Expires offsets per `offsets.retention.minutes` (Kafka's rules: an empty group's
+    /// offsets once it has been empty that long, a simple group's once not committed that
+    /// long) and deletes empty groups left without offsets.
+    pub async fn expire_offsets(&self, now: i64) {
+        let retention = self.cfg.offsets_retention_ms;
+        for cell in self.cells() {
+            let mut g = cell.lock().await;
+            // The time an offset's retention counts from: the moment an empty group became
+            // empty (else its commit time); a simple group's commit time. None: kept.
+            let since: Option<i64> = match &g.protocol_type {
+                Some(_) if g.state == State::Empty => Some(g.state_ts),
+                Some(_) => continue,
+                None => None,
+            };
+            let base = |c: &Committed| since.filter(|t| *t > 0).unwrap_or(c.commit_timestamp);
+            let expired: Vec<(String, i32)> = g
+                .offsets
+                .iter()
+                .filter(|(_, c)| now - base(c) >= retention)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let mut records: Records = expired
+                .iter()
+                .map(|(t, p)| (offset_key(&g.id, t, *p), None))
+                .collect();
+            let dead = g.state == State::Empty && g.offsets.len() == expired.len();
+            if dead {
+                records.push((
+                    records::encode_key(&Key::Group {
+                        group: g.id.clone(),
+                    }),
+                    None,
+                ));
+            }
+            if records.is_empty() || self.log.append(&g.id, records).await.is_err() {
+                continue;
+            }
+            for k in &expired {
+                g.offsets.remove(k);
+            }
+            if !expired.is_empty() {
+                info!(group = %g.id, count = expired.len(), "expired offsets");
+            }
+            if dead {
+                g.transition(State::Dead, now);
+                let id = g.id.clone();
+                self.forget(&cell, &id);
+            }
+        }
+    }
+}
