@@ -26,7 +26,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
     let (rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
     let max = broker.config.socket_request_max_bytes;
-    let mut reader = tokio::spawn(read_frames(rd, max, tx));
+    let reader = tokio::spawn(read_frames(rd, max, tx));
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
         // A second handle on the frame (a reference count), for the log line if it fails.
@@ -60,7 +60,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
         }
     }
     // The reader has stopped: end of stream, a read error, or a frame it would not read.
-    match (&mut reader).await {
+    match reader.await {
         Ok(Err(e @ FrameError::Size { .. })) => warn!(
             client = %addr(peer),
             "closing connection: request not served: {e}"
