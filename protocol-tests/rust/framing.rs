@@ -132,6 +132,108 @@ fn bad_frames_close_only_their_connection() {
     assert_eq!(r.error_code, 0);
 }
 
+/// A request frame with a v1 header (key, version, correlation id 9, client id) and `body`.
+fn raw_frame(key: i16, version: i16, client_id: &str, body: &[u8]) -> Vec<u8> {
+    let mut f = bytes::BytesMut::new();
+    f.put_i32(0);
+    f.put_i16(key);
+    f.put_i16(version);
+    f.put_i32(9);
+    f.put_i16(client_id.len() as i16);
+    f.put_slice(client_id.as_bytes());
+    f.put_slice(body);
+    let n = (f.len() - 4) as i32;
+    f[..4].copy_from_slice(&n.to_be_bytes());
+    f.to_vec()
+}
+
+/// The broker's log lines about the connection from `c` (found by its local port).
+fn log_lines_for(b: &TestBroker, c: &Client) -> Vec<String> {
+    let client = format!("client=127.0.0.1:{}", c.stream.local_addr().unwrap().port());
+    b.log()
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == client))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn unserved_requests_are_logged_at_warn_once_per_connection() {
+    let b = TestBroker::start(&[]);
+    // (frame, the fields its WARN line must carry besides the client address)
+    let cases: Vec<(Vec<u8>, Vec<&str>)> = vec![
+        (
+            raw_frame(9999, 0, "unknown-key", &[]),
+            vec![
+                r#"client_id="unknown-key""#,
+                "api_key=9999",
+                "api=unknown",
+                "version=0",
+            ],
+        ),
+        (
+            raw_frame(3, 99, "too-new", &[0, 0, 0, 0]),
+            vec![
+                r#"client_id="too-new""#,
+                "api_key=3",
+                "api=Metadata",
+                "version=99",
+            ],
+        ),
+        (
+            // Metadata v1 claiming 0x7fffffff topics in a 4-byte body.
+            raw_frame(3, 1, "undecodable", &[0x7f, 0xff, 0xff, 0xff]),
+            vec![
+                r#"client_id="undecodable""#,
+                "api_key=3",
+                "api=Metadata",
+                "version=1",
+            ],
+        ),
+        (
+            // Produce v0: advertised, not served (acks=1, timeout, no topics).
+            raw_frame(0, 0, "produce-v0", &[0, 1, 0, 0, 0x13, 0x88, 0, 0, 0, 0]),
+            vec![
+                r#"client_id="produce-v0""#,
+                "api_key=0",
+                "api=Produce",
+                "version=0",
+            ],
+        ),
+    ];
+    for (frame, fields) in cases {
+        let mut c = b.connect();
+        // The bad request, then more bad frames behind it in the same write: one line only.
+        let mut bytes = frame.clone();
+        bytes.extend_from_slice(&frame);
+        bytes.extend_from_slice(&raw_frame(9999, 1, "second", &[]));
+        c.send_raw(&bytes).unwrap();
+        assert!(c.is_closed());
+        let lines = log_lines_for(&b, &c);
+        assert_eq!(lines.len(), 1, "one line per connection: {lines:#?}");
+        let line = &lines[0];
+        assert!(line.contains(" WARN "), "{line}");
+        assert!(line.contains("closing connection"), "{line}");
+        for f in fields {
+            assert!(
+                line.split_whitespace().any(|w| w == f),
+                "{f} missing: {line}"
+            );
+        }
+    }
+
+    // A frame size over socket.request.max.bytes: no header was read, the address is logged.
+    let mut c = b.connect();
+    c.send_raw(&0x7fff_ffffu32.to_be_bytes()).unwrap();
+    assert!(c.is_closed());
+    let lines = log_lines_for(&b, &c);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains(" WARN ") && lines[0].contains("frame size 2147483647"));
+
+    // Nothing else was warned about.
+    assert_eq!(b.log().matches(" WARN ").count(), 5, "{}", b.log());
+}
+
 #[test]
 fn api_versions_above_range_answers_v0_with_full_list() {
     let b = TestBroker::start(&[]);

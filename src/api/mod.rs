@@ -197,6 +197,44 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
     })
 }
 
+/// What a log line says about a request that was not served, read leniently from the fixed
+/// start of every request header (API key, version, correlation id, then the client id in all
+/// header versions but v0), so it also works on frames that [`parse_frame`] rejects.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FrameHead {
+    pub api_key: Option<i16>,
+    pub version: Option<i16>,
+    pub client_id: Option<String>,
+}
+
+impl FrameHead {
+    pub fn peek(frame: &[u8]) -> FrameHead {
+        let i16_at = |at: usize| {
+            frame
+                .get(at..at + 2)
+                .map(|b| i16::from_be_bytes([b[0], b[1]]))
+        };
+        let client_id = i16_at(8).and_then(|len| {
+            let len = usize::try_from(len).ok()?;
+            let bytes = frame.get(10..10 + len)?;
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        });
+        FrameHead {
+            api_key: i16_at(0),
+            version: i16_at(2),
+            client_id,
+        }
+    }
+
+    /// The key's name, as Kafka logs it ("Metadata"), or "unknown".
+    pub fn api_name(&self) -> String {
+        match self.api_key.map(ApiKey::try_from) {
+            Some(Ok(k)) => format!("{k:?}"),
+            _ => "unknown".to_string(),
+        }
+    }
+}
+
 /// Parses a frame and runs its handler (no client address: tests, fuzzing).
 pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
     dispatch_from(broker, frame, None).await
@@ -233,5 +271,35 @@ pub fn decode_any(ctx: &RequestCtx, body: Bytes) -> Result<kafka_protocol::messa
     })) {
         Ok(r) => r.map_err(|e| anyhow!("malformed {key:?} v{version} request: {e}")),
         Err(_) => bail!("malformed {key:?} v{version} request (decoder panicked)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FrameHead;
+
+    #[test]
+    fn frame_head_reads_what_is_there() {
+        let mut f = vec![0, 3, 0, 99, 0, 0, 0, 7, 0, 2, b'i', b'd', 0xff];
+        assert_eq!(
+            FrameHead::peek(&f),
+            FrameHead {
+                api_key: Some(3),
+                version: Some(99),
+                client_id: Some("id".into()),
+            }
+        );
+        assert_eq!(FrameHead::peek(&f).api_name(), "Metadata");
+        f[8..10].copy_from_slice(&(-1i16).to_be_bytes());
+        assert_eq!(FrameHead::peek(&f).client_id, None);
+        f[8..10].copy_from_slice(&100i16.to_be_bytes());
+        assert_eq!(
+            FrameHead::peek(&f).client_id,
+            None,
+            "client id past the frame end"
+        );
+        assert_eq!(FrameHead::peek(&f[..3]).version, None);
+        assert_eq!(FrameHead::peek(&[0x27, 0x0f]).api_name(), "unknown");
+        assert_eq!(FrameHead::peek(&[]), FrameHead::default());
     }
 }

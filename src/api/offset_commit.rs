@@ -1,8 +1,11 @@
-//! OffsetCommit (key 8), versions 2-9 (v10, Kafka 4.4's topic-id commit, is beyond what kafka-protocol 0.18 decodes). Offsets of unknown topic partitions get
-//! UNKNOWN_TOPIC_OR_PARTITION (v10, topics by id: UNKNOWN_TOPIC_ID); the rest go to the group
-//! coordinator, which validates the member and generation (generation -1 with no member id is
-//! a simple consumer's commit to an empty group) and answers once they are appended to
-//! `__consumer_offsets`. v6+ carry the leader epoch, v7+ group.instance.id.
+//! OffsetCommit (key 8), versions 2-9.
+//!
+//! Offsets of unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the
+//! group coordinator, which validates the member and generation (generation -1 with no member
+//! id is a simple consumer's commit to an empty group) and answers once they are appended to
+//! `__consumer_offsets`. v6+ carry the committed leader epoch, v7+ group.instance.id.
+//!
+//! v10 (Kafka 4.4: topics by id) is not served: kafka-protocol 0.18 does not decode it.
 
 use std::sync::Arc;
 
@@ -33,17 +36,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     // Where each offset handed to the coordinator answers: (topic index, partition index).
     let mut slots = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
-        let topic = if v >= 10 {
-            b.controller.topic_by_id(&t.topic_id)
-        } else {
-            b.controller.topic(t.name.0.as_str())
-        };
+        let topic = b.controller.topic(t.name.0.as_str());
         let mut rt = OffsetCommitResponseTopic::default();
-        if v >= 10 {
-            rt.topic_id = t.topic_id;
-        } else {
-            rt.name = t.name.clone();
-        }
+        rt.name = t.name.clone();
         for (pi, p) in t.partitions.iter().enumerate() {
             let mut rp = OffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
@@ -61,13 +56,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     });
                     slots.push((ti, pi));
                 }
-                _ => {
-                    rp.error_code = if v >= 10 {
-                        ResponseError::UnknownTopicId.code()
-                    } else {
-                        ResponseError::UnknownTopicOrPartition.code()
-                    };
-                }
+                _ => rp.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             rt.partitions.push(rp);
         }

@@ -1,18 +1,18 @@
-//! OffsetFetch (key 9), versions 1-9 (v10, Kafka 4.4's topic-id fetch, is beyond what kafka-protocol 0.18 decodes): committed offsets of a group (v8+: of several groups).
+//! OffsetFetch (key 9), versions 1-9: committed offsets of a group (v8+: of several groups).
+//!
 //! A null topic list (v2+) asks for every committed offset of the group. Partitions without a
-//! committed offset answer -1 with empty metadata; v5+ return the committed leader epoch;
-//! v10 names topics by id.
+//! committed offset answer -1 with empty metadata; v5+ return the committed leader epoch.
+//!
+//! v10 (Kafka 4.4: topics by id) is not served: kafka-protocol 0.18 does not decode it.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
-use uuid::Uuid;
 
 use super::{ApiSpec, RequestCtx, group_util::sb};
 use crate::broker::Broker;
@@ -60,57 +60,22 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for rg in req.groups {
         let mut g = OffsetFetchResponseGroup::default();
         g.group_id = rg.group_id.clone();
-        // v10 names topics by id: resolve them, remembering ids that are unknown.
-        let mut unknown_ids: Vec<(Uuid, Vec<i32>)> = Vec::new();
-        let mut ids: std::collections::HashMap<String, Uuid> = Default::default();
         let topics = rg.topics.map(|ts| {
-            let mut out = Vec::new();
-            for t in ts {
-                if v >= 10 {
-                    match b.controller.topic_by_id(&t.topic_id) {
-                        Some(info) => {
-                            ids.insert(info.name.to_string(), t.topic_id);
-                            out.push((info.name.to_string(), t.partition_indexes));
-                        }
-                        None => unknown_ids.push((t.topic_id, t.partition_indexes)),
-                    }
-                } else {
-                    out.push((t.name.0.to_string(), t.partition_indexes));
-                }
-            }
-            out
+            ts.into_iter()
+                .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                .collect()
         });
         match b.groups.fetch_offsets(rg.group_id.0.as_str(), topics).await {
             Ok(found) => {
-                for (name, parts) in found {
-                    let mut t = OffsetFetchResponseTopics::default();
-                    if v >= 10 {
-                        t.topic_id = ids.get(&name).copied().unwrap_or_else(|| {
-                            b.controller.topic(&name).map(|i| i.id).unwrap_or_default()
-                        });
-                    } else {
+                g.topics = found
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        let mut t = OffsetFetchResponseTopics::default();
                         t.name = TopicName(sb(name));
-                    }
-                    t.partitions = parts.into_iter().map(partition_v8).collect();
-                    g.topics.push(t);
-                }
-                for (id, parts) in unknown_ids {
-                    let mut t = OffsetFetchResponseTopics::default();
-                    t.topic_id = id;
-                    t.partitions = parts
-                        .into_iter()
-                        .map(|p| {
-                            let mut rp = OffsetFetchResponsePartitions::default();
-                            rp.partition_index = p;
-                            rp.committed_offset = -1;
-                            rp.committed_leader_epoch = -1;
-                            rp.metadata = Some(sb(String::new()));
-                            rp.error_code = ResponseError::UnknownTopicId.code();
-                            rp
-                        })
-                        .collect();
-                    g.topics.push(t);
-                }
+                        t.partitions = parts.into_iter().map(partition_v8).collect();
+                        t
+                    })
+                    .collect();
             }
             Err(code) => g.error_code = code,
         }

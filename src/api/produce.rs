@@ -1,9 +1,10 @@
 //! Produce (key 0), advertised 0-13.
 //!
 //! Versions 0-2 are advertised (librdkafka enables compression only when it sees Produce v0
-//! listed) but rejected on use with UNSUPPORTED_VERSION, as Kafka 4 does. Batches are validated
-//! (magic 2, CRC, size against max.message.bytes) and stored as they came, with only base
-//! offset and partition leader epoch patched (and the LogAppendTime fields for such topics).
+//! listed) but not served: a request at one of them closes the connection, as on Kafka 4.4
+//! (kafka-protocol cannot decode them either). Batches are validated (magic 2, CRC, size
+//! against max.message.bytes) and stored as they came, with only base offset and partition
+//! leader epoch patched (and the LogAppendTime fields for such topics).
 //! acks=0 gets no response; acks=1 and acks=-1 are answered after the append (on a cluster of
 //! one the ISR is the leader). From v13 topics are named by id.
 
@@ -27,8 +28,8 @@ pub const SPEC: ApiSpec = ApiSpec {
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 
-/// Lowest version actually accepted (older ones carry message formats v0/v1).
-const MIN_USABLE: i16 = 3;
+/// Lowest version served (older ones carry message formats v0/v1).
+const MIN_SERVED: i16 = 3;
 
 fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
     let mut r = PartitionProduceResponse::default();
@@ -41,6 +42,13 @@ fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
 }
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    if ctx.version < MIN_SERVED {
+        anyhow::bail!(
+            "Produce v{} is listed in ApiVersions for librdkafka's sake but not served \
+             (v{MIN_SERVED}+ only, as Kafka 4)",
+            ctx.version
+        );
+    }
     let req: ProduceRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let acks = req.acks;
@@ -64,9 +72,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             } else {
                 ResponseError::UnknownTopicOrPartition.code()
             };
-            let result = if v < MIN_USABLE {
-                partition_result(pd.index, ResponseError::UnsupportedVersion.code())
-            } else if !matches!(acks, -1..=1) {
+            let result = if !matches!(acks, -1..=1) {
                 partition_result(pd.index, ResponseError::InvalidRequiredAcks.code())
             } else {
                 match topic

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::response::{Chunk, Response};
 use crate::api;
@@ -26,19 +26,27 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
     let (rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
     let max = broker.config.socket_request_max_bytes;
-    let reader = tokio::spawn(async move {
-        if let Err(e) = read_frames(rd, max, tx).await {
-            debug!(?peer, "closing connection: {e}");
-        }
-    });
+    let reader = tokio::spawn(read_frames(rd, max, tx));
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
-        match api::dispatch_from(&broker, frame, peer).await {
+        // A second handle on the frame (a reference count), for the log line if it fails.
+        match api::dispatch_from(&broker, frame.clone(), peer).await {
             Ok(Some(resp)) => writer.queue(resp),
             Ok(None) => {}
             Err(e) => {
-                debug!(?peer, "closing connection: {e:#}");
-                break;
+                // The connection ends here, so this is its only such line; the frames read
+                // ahead behind this one are dropped unread.
+                let head = api::FrameHead::peek(&frame);
+                warn!(
+                    client = %addr(peer),
+                    client_id = head.client_id.as_deref().unwrap_or("-"),
+                    api_key = %or_dash(head.api_key),
+                    api = %head.api_name(),
+                    version = %or_dash(head.version),
+                    "closing connection: request not served: {e:#}"
+                );
+                reader.abort();
+                return;
             }
         }
         // Each response is written as soon as it is ready. (Holding responses back while more
@@ -47,11 +55,38 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
         // broker took turns instead of overlapping; 1 KiB produce ran at half the speed.)
         if let Err(e) = writer.flush().await {
             debug!(?peer, "write failed: {e}");
-            break;
+            reader.abort();
+            return;
         }
     }
-    let _ = writer.flush().await;
-    reader.abort();
+    // The reader has stopped: end of stream, a read error, or a frame it would not read.
+    match reader.await {
+        Ok(Err(e @ FrameError::Size { .. })) => warn!(
+            client = %addr(peer),
+            "closing connection: request not served: {e}"
+        ),
+        Ok(Err(e)) => debug!(?peer, "closing connection: {e}"),
+        Ok(Ok(())) | Err(_) => {}
+    }
+}
+
+fn addr(peer: Option<std::net::SocketAddr>) -> String {
+    peer.map_or_else(|| "-".to_string(), |a| a.to_string())
+}
+
+fn or_dash(v: Option<i16>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+/// Why the reader stopped before the end of the stream.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    #[error("frame size {size} outside 0..={max} (socket.request.max.bytes)")]
+    Size { size: i32, max: usize },
+    #[error("connection closed inside a frame")]
+    Truncated,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 /// Reads frames until EOF or a protocol violation (bad length), which ends the connection.
@@ -59,7 +94,7 @@ async fn read_frames(
     mut rd: OwnedReadHalf,
     max: usize,
     tx: mpsc::Sender<Bytes>,
-) -> anyhow::Result<()> {
+) -> Result<(), FrameError> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         while buf.len() < 4 {
@@ -72,14 +107,14 @@ async fn read_frames(
         }
         let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         if len < 0 || len as usize > max {
-            anyhow::bail!("frame size {len} outside 0..={max} (socket.request.max.bytes)");
+            return Err(FrameError::Size { size: len, max });
         }
         let need = 4 + len as usize;
         while buf.len() < need {
             let missing = need - buf.len();
             buf.reserve(missing.clamp(4096, 1 << 20));
             if rd.read_buf(&mut buf).await? == 0 {
-                anyhow::bail!("connection closed inside a frame");
+                return Err(FrameError::Truncated);
             }
         }
         buf.advance(4);

@@ -1,5 +1,6 @@
 //! Shared helpers for integration tests: run the real `sluice` binary on a free port with a
-//! temporary data directory, and talk to it with raw Kafka requests over TCP.
+//! temporary data directory (its stderr, the broker log, kept in a file beside it), and talk to
+//! it with raw Kafka requests over TCP.
 
 #![allow(dead_code)]
 
@@ -10,12 +11,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 pub struct TestBroker {
     pub port: u16,
     pub dir: tempfile::TempDir,
+    /// The broker's stderr (its log), appended to across restarts.
+    log: tempfile::NamedTempFile,
     child: Option<Child>,
     extra: Vec<String>,
 }
@@ -50,6 +53,7 @@ impl TestBroker {
         let mut b = TestBroker {
             port: free_port(),
             dir: tempfile::tempdir().unwrap(),
+            log: tempfile::NamedTempFile::new().unwrap(),
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
@@ -70,13 +74,22 @@ impl TestBroker {
         for e in &self.extra {
             cmd.arg("--override").arg(e);
         }
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.log.path())
+            .unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
         self.child = Some(cmd.spawn().expect("start sluice"));
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(Instant::now() < deadline, "broker did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Everything the broker has logged so far (all its runs).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap()
     }
 
     pub fn kill9(&mut self) {
@@ -134,6 +147,15 @@ impl Client {
 
     /// Encodes a request frame (size + header + body) with correlation id `corr`.
     pub fn frame<T: Encodable>(key: ApiKey, version: i16, corr: i32, body: &T) -> Bytes {
+        Self::frame_with(key, version, corr, |buf| body.encode(buf, version))
+    }
+
+    fn frame_with(
+        key: ApiKey,
+        version: i16,
+        corr: i32,
+        encode_body: impl FnOnce(&mut BytesMut) -> anyhow::Result<()>,
+    ) -> Bytes {
         let mut buf = BytesMut::new();
         buf.put_i32(0);
         let mut h = RequestHeader::default();
@@ -143,7 +165,7 @@ impl Client {
         h.client_id = Some(StrBytes::from_static_str("sluice-test"));
         h.encode(&mut buf, key.request_header_version(version))
             .unwrap();
-        body.encode(&mut buf, version).unwrap();
+        encode_body(&mut buf).unwrap();
         let n = (buf.len() - 4) as i32;
         buf[..4].copy_from_slice(&n.to_be_bytes());
         buf.freeze()
@@ -162,14 +184,29 @@ impl Client {
         corr
     }
 
-    /// Reads one response frame; returns (correlation id, body after the header).
-    pub fn recv_frame(&mut self, key: ApiKey, version: i16) -> std::io::Result<(i32, Bytes)> {
+    /// Sends a request of any kind at `version` (the caller picks the key that matches it);
+    /// returns its correlation id.
+    pub fn send_kind(&mut self, key: ApiKey, version: i16, body: &RequestKind) -> i32 {
+        let corr = self.next_corr;
+        self.next_corr += 1;
+        let f = Self::frame_with(key, version, corr, |buf| body.encode(buf, version));
+        self.stream.write_all(&f).unwrap();
+        corr
+    }
+
+    /// Reads one response frame (header and body, without the size).
+    pub fn recv_raw(&mut self) -> std::io::Result<Bytes> {
         let mut len = [0u8; 4];
         self.stream.read_exact(&mut len)?;
         let n = i32::from_be_bytes(len) as usize;
         let mut buf = vec![0u8; n];
         self.stream.read_exact(&mut buf)?;
-        let mut b = Bytes::from(buf);
+        Ok(Bytes::from(buf))
+    }
+
+    /// Reads one response frame; returns (correlation id, body after the header).
+    pub fn recv_frame(&mut self, key: ApiKey, version: i16) -> std::io::Result<(i32, Bytes)> {
+        let mut b = self.recv_raw()?;
         let h = ResponseHeader::decode(&mut b, key.response_header_version(version)).unwrap();
         Ok((h.correlation_id, b))
     }
