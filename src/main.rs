@@ -2,6 +2,8 @@
 //!
 //! With no arguments it serves PLAINTEXT on localhost:9092 with its data in ./data.
 //! `--config FILE` reads Kafka broker properties; `--override key=value` (repeatable) sets one.
+//! Log filter: `SLUICE_LOG`, else `RUST_LOG` (tracing-subscriber's EnvFilter syntax, e.g.
+//! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,18 +29,14 @@ struct Args {
 fn main() {
     sluice::alloc::keep_large_buffers();
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging();
     let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
         Ok(c) => c,
         Err(e) => fail(&format!("{e:#}")),
     };
+    if !config.no_effect.is_empty() {
+        info!("accepted, no effect: {}", config.no_effect.join(", "));
+    }
     raise_fd_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -47,6 +45,28 @@ fn main() {
     let code = rt.block_on(run(config));
     rt.shutdown_timeout(Duration::from_millis(200));
     std::process::exit(code);
+}
+
+/// The log filter from `SLUICE_LOG`, else `RUST_LOG`, else `info`. A filter that does not
+/// parse is reported and `info` is used.
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let (var, spec) = ["SLUICE_LOG", "RUST_LOG"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().map(|s| (*v, s)))
+        .unwrap_or(("", "info".to_string()));
+    let (filter, bad) = match EnvFilter::try_new(&spec) {
+        Ok(f) => (f, None),
+        Err(e) => (EnvFilter::new("info"), Some(e)),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    if let Some(e) = bad {
+        tracing::warn!("{var}={spec:?} is not a log filter ({e}); using info");
+    }
 }
 
 /// Each segment holds a file descriptor and each client a socket: raise the soft limit on
@@ -76,15 +96,41 @@ async fn run(config: BrokerConfig) -> i32 {
         Ok(b) => b,
         Err(e) => fail(&format!("{e:#}")),
     };
+    let bound: Vec<String> = broker
+        .config
+        .listeners
+        .iter()
+        .zip(&listeners)
+        .map(|(l, sock)| match sock.local_addr() {
+            Ok(a) => format!("{}://{a}", l.name),
+            Err(_) => l.to_string(),
+        })
+        .collect();
     broker.spawn_background();
     let mut tasks = Vec::new();
     for l in listeners {
         tasks.push(tokio::spawn(server::accept_loop(l, broker.clone())));
     }
+    let (adv_host, adv_port) = &broker.advertised;
+    let advertised = sluice::config::Listener {
+        name: broker.config.advertised_listeners[0].name.clone(),
+        host: adv_host.clone(),
+        port: *adv_port,
+    };
+    let dirs: Vec<String> = broker
+        .config
+        .log_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
     info!(
-        node_id = broker.node_id(),
-        cluster_id = %broker.controller.cluster_id,
-        "sluice started"
+        "sluice {} started: node id {}, cluster id {}, data dirs {}, listeners {}, advertised listeners {}",
+        env!("CARGO_PKG_VERSION"),
+        broker.node_id(),
+        broker.controller.cluster_id,
+        dirs.join(","),
+        bound.join(","),
+        advertised,
     );
     wait_for_signal().await;
     info!("shutting down");

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Consumer groups with kcat -G (librdkafka balanced consumer), kafka-python and aiokafka,
-against the broker at $BOOTSTRAP with the default group.initial.rebalance.delay.ms (3 s):
+against the broker at $BOOTSTRAP with group.initial.rebalance.delay.ms=3000 (Kafka's default,
+set in broker-overrides):
 the first rebalance of a new group waits that long; later ones do not.
 """
 import asyncio

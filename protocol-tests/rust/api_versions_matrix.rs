@@ -13,6 +13,7 @@ mod common;
 
 use bytes::{Buf, Bytes};
 use common::{Client, TestBroker, record_batch};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -290,6 +291,16 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.group_id = group("matrix-none");
             r.topics = vec![t];
             built::<_, OffsetDeleteResponse>(r)
+        }
+        ApiKey::CreatePartitions => {
+            let mut t = CreatePartitionsTopic::default();
+            t.name = topic_name(TOPIC);
+            t.count = 8;
+            let mut r = CreatePartitionsRequest::default();
+            r.topics = vec![t];
+            r.timeout_ms = 5_000;
+            r.validate_only = true;
+            built::<_, CreatePartitionsResponse>(r)
         }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \

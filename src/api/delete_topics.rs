@@ -1,5 +1,6 @@
 //! DeleteTopics (key 20), versions 1-6: by name (v1-5) or by name or id (v6); the partition
-//! directories are removed.
+//! directories are removed. With `delete.topic.enable=false` every topic is answered as Kafka
+//! does: TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3), and nothing is deleted.
 
 use std::sync::Arc;
 
@@ -45,6 +46,19 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         r.name = name.clone().map(|n| TopicName(StrBytes::from_string(n)));
         if v >= 6 {
             r.topic_id = id;
+        }
+        if !b.config.delete_topic_enable {
+            let e = if v >= 3 {
+                ResponseError::TopicDeletionDisabled
+            } else {
+                ResponseError::InvalidRequest
+            };
+            r.error_code = e.code();
+            if v >= 5 {
+                r.error_message = Some(StrBytes::from_static_str("Topic deletion is disabled."));
+            }
+            resp.responses.push(r);
+            continue;
         }
         match topic {
             None => {

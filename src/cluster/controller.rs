@@ -19,7 +19,7 @@ use super::control::new_partitions;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
-use crate::log::Log;
+use crate::log::{DirLock, Log};
 
 const METADATA_FILE: &str = "sluice-metadata";
 /// Most partitions one topic may have. One request must not be able to make the broker
@@ -62,6 +62,8 @@ pub struct Controller {
     /// Serialises metadata changes (the single writer of the image and its file).
     writer: tokio::sync::Mutex<()>,
     pub cluster_id: String,
+    /// `.lock` of every log dir, held while this controller (the broker) lives.
+    _dir_locks: Vec<DirLock>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -104,9 +106,14 @@ impl Controller {
     /// shutdown.
     pub fn open(config: Arc<BrokerConfig>) -> Result<Controller> {
         let mut clean = true;
+        let mut dir_locks = Vec::new();
         for dir in &config.log_dirs {
             fs::create_dir_all(dir)
                 .with_context(|| format!("log.dirs: cannot create {}", dir.display()))?;
+            // Before anything in the directory is read or written.
+            dir_locks.push(DirLock::acquire(dir)?);
+        }
+        for dir in &config.log_dirs {
             let marker = dir.join(CLEAN_SHUTDOWN);
             if marker.exists() {
                 fs::remove_file(&marker)
@@ -122,6 +129,7 @@ impl Controller {
             image: RwLock::new(Image::default()),
             writer: tokio::sync::Mutex::new(()),
             cluster_id,
+            _dir_locks: dir_locks,
         };
         let stored = ctl.read_metadata_file()?;
         let fresh_dirs = stored.is_empty();
@@ -564,7 +572,7 @@ fn load_meta_properties(config: &BrokerConfig) -> Result<String> {
     for dir in &config.log_dirs {
         let path = dir.join("meta.properties");
         if let Ok(text) = fs::read_to_string(&path) {
-            let props = crate::config::parse_properties(&text)?;
+            let props = crate::config::read_pairs(&text, &path)?;
             let get = |k: &str| {
                 props
                     .iter()

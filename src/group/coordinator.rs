@@ -54,17 +54,13 @@ pub struct GroupConfig {
 
 impl GroupConfig {
     pub fn from_broker(c: &crate::config::BrokerConfig) -> GroupConfig {
-        let raw = |k: &str, d: u64| c.raw.get(k).and_then(|v| v.parse().ok()).unwrap_or(d);
         GroupConfig {
             min_session_timeout_ms: c.group_min_session_timeout_ms,
             max_session_timeout_ms: c.group_max_session_timeout_ms,
             initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
             offsets_retention_ms: c.offsets_retention_minutes * 60_000,
-            offsets_retention_check_interval_ms: raw(
-                "offsets.retention.check.interval.ms",
-                600_000,
-            ),
-            offset_metadata_max_bytes: raw("offset.metadata.max.bytes", 4096) as usize,
+            offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes: c.offset_metadata_max_bytes,
         }
     }
 }

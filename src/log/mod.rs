@@ -33,6 +33,7 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod compression;
+pub mod dir_lock;
 pub mod index_file;
 pub mod leader_epoch;
 pub mod offset_index;
@@ -42,5 +43,6 @@ pub mod time_index;
 
 pub use batch::{BatchError, BatchHeader, RecordInfo, validate_for_append};
 pub use compression::Compression;
+pub use dir_lock::DirLock;
 pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, ReadSlice, now_ms};
 pub use segment::Segment;

@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::broker::Broker;
 use crate::config::Listener;
 
 /// Binds every configured listener; the first failure is returned naming the address.
+/// Nothing is logged: the start-up line names the bound addresses once the broker is open.
 pub async fn bind_all(listeners: &[Listener]) -> Result<Vec<TcpListener>> {
     let mut out = Vec::new();
     for l in listeners {
@@ -18,7 +19,6 @@ pub async fn bind_all(listeners: &[Listener]) -> Result<Vec<TcpListener>> {
         let sock = TcpListener::bind(&addr)
             .await
             .with_context(|| format!("cannot listen on {addr} ({}://{addr})", l.name))?;
-        info!("listening on {}", sock.local_addr()?);
         out.push(sock);
     }
     Ok(out)

@@ -110,6 +110,11 @@ impl TestBroker {
         c.wait().ok().and_then(|s| s.code())
     }
 
+    /// The broker process's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn is_running(&mut self) -> bool {
         match &mut self.child {
             Some(c) => c.try_wait().unwrap().is_none(),

@@ -1,0 +1,379 @@
+//! Every Apache Kafka 4.4 broker property, and what Sluice does with each.
+//!
+//! A key Sluice acts on ([`ACTED`]) behaves as in Kafka. A key for a feature Sluice does not
+//! have yet ([`NOT_YET`]) stops start-up when its value asks for that feature. Every other
+//! Kafka key is accepted, type-checked as Kafka would, and named at start-up as having no
+//! effect (thread counts, socket buffers, metrics reporters, quotas, ...). A key Kafka does
+//! not know stops start-up.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+/// Kafka's own list: `name TAB type TAB default`, generated from Kafka 4.4's
+/// `KafkaConfig.configDef()` by protocol-tests/java's BrokerKeys (the file's header says how
+/// to regenerate it; the java suite's `config-key-list` scenario checks it still matches).
+const KAFKA_BROKER_KEYS: &str = include_str!("kafka_broker_keys.txt");
+
+/// Kafka's ConfigDef types, which decide how a value is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaType {
+    Boolean,
+    String,
+    Int,
+    Short,
+    Long,
+    Double,
+    List,
+    Class,
+    Password,
+}
+
+impl KafkaType {
+    const ALL: [KafkaType; 9] = [
+        KafkaType::Boolean,
+        KafkaType::String,
+        KafkaType::Int,
+        KafkaType::Short,
+        KafkaType::Long,
+        KafkaType::Double,
+        KafkaType::List,
+        KafkaType::Class,
+        KafkaType::Password,
+    ];
+
+    fn from_name(s: &str) -> Option<KafkaType> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    /// Kafka's name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            KafkaType::Boolean => "BOOLEAN",
+            KafkaType::String => "STRING",
+            KafkaType::Int => "INT",
+            KafkaType::Short => "SHORT",
+            KafkaType::Long => "LONG",
+            KafkaType::Double => "DOUBLE",
+            KafkaType::List => "LIST",
+            KafkaType::Class => "CLASS",
+            KafkaType::Password => "PASSWORD",
+        }
+    }
+
+    /// Checks a value as Kafka's `ConfigDef.parseType` does (numbers and booleans trimmed).
+    pub fn check(self, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        let ok = match self {
+            KafkaType::Boolean => v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false"),
+            KafkaType::Int => v.parse::<i32>().is_ok(),
+            KafkaType::Short => v.parse::<i16>().is_ok(),
+            KafkaType::Long => v.parse::<i64>().is_ok(),
+            KafkaType::Double => v.parse::<f64>().is_ok(),
+            KafkaType::String | KafkaType::List | KafkaType::Class | KafkaType::Password => true,
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(match self {
+            KafkaType::Boolean => format!("invalid value {value:?} (expected true or false)"),
+            t => format!(
+                "invalid value {value:?} (not a number of type {})",
+                t.name()
+            ),
+        })
+    }
+}
+
+/// One Kafka broker property.
+#[derive(Debug, Clone)]
+pub struct KafkaKey {
+    pub name: &'static str,
+    pub ty: KafkaType,
+    /// Kafka's default as Kafka prints it; None when it is null or the key is required.
+    pub default: Option<&'static str>,
+}
+
+/// Kafka's broker properties by name.
+pub fn kafka_keys() -> &'static BTreeMap<&'static str, KafkaKey> {
+    static KEYS: LazyLock<BTreeMap<&'static str, KafkaKey>> = LazyLock::new(|| {
+        let mut map = BTreeMap::new();
+        for line in KAFKA_BROKER_KEYS.lines() {
+            if line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let mut f = line.split('\t');
+            let (Some(name), Some(ty), Some(default)) = (f.next(), f.next(), f.next()) else {
+                panic!("kafka_broker_keys.txt: bad line {line:?}");
+            };
+            let ty = KafkaType::from_name(ty)
+                .unwrap_or_else(|| panic!("kafka_broker_keys.txt: unknown type in {line:?}"));
+            let default = default.strip_prefix('=');
+            map.insert(name, KafkaKey { name, ty, default });
+        }
+        map
+    });
+    &KEYS
+}
+
+/// The Kafka version the embedded list was generated from (its first line).
+pub fn kafka_version() -> &'static str {
+    KAFKA_BROKER_KEYS
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# Apache Kafka "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or("?")
+}
+
+/// Keys Sluice acts on, with Kafka's meaning (config/server.properties documents each).
+pub const ACTED: &[&str] = &[
+    "advertised.listeners",
+    "auto.create.topics.enable",
+    "broker.id",
+    "default.replication.factor",
+    "delete.topic.enable",
+    "group.initial.rebalance.delay.ms",
+    "group.max.session.timeout.ms",
+    "group.min.session.timeout.ms",
+    "listener.security.protocol.map",
+    "listeners",
+    "log.dir",
+    "log.dirs",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.index.interval.bytes",
+    "log.index.size.max.bytes",
+    "log.message.timestamp.type",
+    "log.retention.bytes",
+    "log.retention.check.interval.ms",
+    "log.retention.hours",
+    "log.retention.minutes",
+    "log.retention.ms",
+    "log.roll.hours",
+    "log.roll.ms",
+    "log.segment.bytes",
+    "message.max.bytes",
+    "min.insync.replicas",
+    "node.id",
+    "num.partitions",
+    "offset.metadata.max.bytes",
+    "offsets.retention.check.interval.ms",
+    "offsets.retention.minutes",
+    "offsets.topic.num.partitions",
+    "producer.id.expiration.check.interval.ms",
+    "producer.id.expiration.ms",
+    "socket.request.max.bytes",
+];
+
+/// Sluice's built-in defaults where they differ from Kafka's built-in ones. A broker started
+/// without a config file is a development broker on one machine, so these are the values of
+/// Kafka's own single-node `config/server.properties` where it sets them, and otherwise
+/// what a first run needs.
+pub const SLUICE_DEFAULTS: &[(&str, &str)] = &[
+    // Kafka binds all interfaces (`PLAINTEXT://:9092`). With no authentication, Sluice
+    // listens on loopback only unless told otherwise.
+    ("listeners", "PLAINTEXT://localhost:9092"),
+    // Kafka: /tmp/kafka-logs (its shipped file: /tmp/kraft-combined-logs). A directory next
+    // to where the broker was started survives a reboot.
+    ("log.dir", "./data"),
+    // Kafka requires node.id; its shipped file sets 1.
+    ("node.id", "1"),
+    // Kafka's shipped single-node file sets these (Kafka's defaults, 3 and 2, need 3 brokers).
+    ("num.recovery.threads.per.data.dir", "1"),
+    ("offsets.topic.replication.factor", "1"),
+    ("share.coordinator.state.topic.min.isr", "1"),
+    ("share.coordinator.state.topic.replication.factor", "1"),
+    ("transaction.state.log.min.isr", "1"),
+    ("transaction.state.log.replication.factor", "1"),
+];
+
+/// What a value must look like to ask for a feature Sluice does not have.
+#[derive(Debug, Clone, Copy)]
+pub enum Asks {
+    /// Any non-empty value.
+    NonEmpty,
+    /// `true`.
+    True,
+    /// Anything but this value (case-insensitive).
+    Not(&'static str),
+}
+
+impl Asks {
+    pub fn matches(self, value: &str) -> bool {
+        let v = value.trim();
+        match self {
+            Asks::NonEmpty => !v.is_empty(),
+            Asks::True => v.eq_ignore_ascii_case("true"),
+            Asks::Not(x) => !v.eq_ignore_ascii_case(x),
+        }
+    }
+}
+
+/// Features Sluice does not have yet, as the keys that ask for them: the one list to shorten
+/// as features arrive. Listeners whose security protocol is SSL, SASL_PLAINTEXT or SASL_SSL
+/// (and so the ssl.* / sasl.* settings they would use) are refused where listeners are parsed
+/// ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
+pub const NOT_YET: &[(&str, Asks, &str)] = &[
+    (
+        "process.roles",
+        Asks::NonEmpty,
+        "KRaft process roles (a Sluice node is one broker and its own controller)",
+    ),
+    (
+        "controller.quorum.voters",
+        Asks::NonEmpty,
+        "a controller quorum",
+    ),
+    (
+        "controller.quorum.bootstrap.servers",
+        Asks::NonEmpty,
+        "a controller quorum",
+    ),
+    (
+        "controller.listener.names",
+        Asks::NonEmpty,
+        "controller listeners",
+    ),
+    (
+        "authorizer.class.name",
+        Asks::NonEmpty,
+        "ACLs (an authorizer)",
+    ),
+    (
+        "security.inter.broker.protocol",
+        Asks::Not("PLAINTEXT"),
+        "TLS and SASL (between brokers)",
+    ),
+    (
+        "remote.log.storage.system.enable",
+        Asks::True,
+        "tiered storage",
+    ),
+    (
+        "config.providers",
+        Asks::NonEmpty,
+        "config providers (${provider:path:key} values)",
+    ),
+];
+
+/// Security protocols Sluice cannot serve yet (a listener using one stops start-up).
+pub const SECURE_PROTOCOLS: &[&str] = &["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// Why a second listener is refused: each Kafka listener answers Metadata with its own
+/// advertised address, which needs the listener carried with every request.
+pub const ONE_LISTENER: &str =
+    "more than one listener (each answering Metadata with its own advertised address)";
+
+/// How Sluice treats a key that is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Treatment {
+    /// Sluice acts on it.
+    Acted,
+    /// Kafka knows it; Sluice accepts it without effect (unless [`NOT_YET`] refuses its value).
+    NoEffect,
+}
+
+/// A key as Kafka would accept it: a broker property, or one of Kafka's prefixed forms
+/// (`listener.name.<listener>.<property>`, optionally with a SASL mechanism between:
+/// `listener.name.<l>.<mechanism>.sasl.jaas.config`). Returns the property it names and
+/// how Sluice treats it; None if Kafka does not know the key.
+pub fn lookup(key: &str, listener_names: &[String]) -> Option<(&'static KafkaKey, Treatment)> {
+    let keys = kafka_keys();
+    if let Some(k) = keys.get(key) {
+        let t = if ACTED.contains(&k.name) {
+            Treatment::Acted
+        } else {
+            Treatment::NoEffect
+        };
+        return Some((k, t));
+    }
+    let rest = key.strip_prefix("listener.name.")?;
+    let (listener, prop) = rest.split_once('.')?;
+    if !listener_names
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(listener))
+    {
+        return None;
+    }
+    let k = keys.get(prop).or_else(|| {
+        let (_mechanism, p) = prop.split_once('.')?;
+        keys.get(p).filter(|k| k.name.starts_with("sasl."))
+    })?;
+    // Per-listener settings only tune what a listener does; none of them is acted on.
+    Some((k, Treatment::NoEffect))
+}
+
+/// The default Sluice uses for `key`: its own where [`SLUICE_DEFAULTS`] has one, else Kafka's.
+pub fn default_of(key: &str) -> Option<&'static str> {
+    SLUICE_DEFAULTS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| *v)
+        .or_else(|| kafka_keys().get(key).and_then(|k| k.default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_list_is_kafka_4_4() {
+        assert_eq!(kafka_version(), "4.4.0");
+        let keys = kafka_keys();
+        assert!(keys.len() > 350, "{}", keys.len());
+        assert_eq!(keys["num.network.threads"].ty, KafkaType::Int);
+        assert_eq!(keys["log.segment.bytes"].default, Some("1073741824"));
+        assert_eq!(keys["node.id"].default, None);
+    }
+
+    #[test]
+    fn every_listed_key_is_a_kafka_key() {
+        let keys = kafka_keys();
+        for k in ACTED {
+            assert!(
+                keys.contains_key(k),
+                "ACTED names {k}, which Kafka does not know"
+            );
+        }
+        for (k, _) in SLUICE_DEFAULTS {
+            assert!(keys.contains_key(k), "SLUICE_DEFAULTS names {k}");
+        }
+        for (k, _, _) in NOT_YET {
+            assert!(keys.contains_key(k), "NOT_YET names {k}");
+            assert!(!ACTED.contains(k), "{k} is both acted on and not yet");
+        }
+    }
+
+    #[test]
+    fn not_yet_keys_do_not_fire_on_kafka_defaults() {
+        // Kafka's own defaults never ask for a missing feature, so a file of defaults starts.
+        for (k, asks, _) in NOT_YET {
+            if let Some(d) = kafka_keys()[k].default {
+                assert!(!asks.matches(d), "{k}={d}");
+            }
+        }
+    }
+
+    #[test]
+    fn listener_prefixed_keys() {
+        let names = vec!["PLAINTEXT".to_string()];
+        let (k, t) = lookup("listener.name.plaintext.ssl.keystore.type", &names).unwrap();
+        assert_eq!((k.name, t), ("ssl.keystore.type", Treatment::NoEffect));
+        let (k, _) = lookup("listener.name.plaintext.plain.sasl.jaas.config", &names).unwrap();
+        assert_eq!(k.name, "sasl.jaas.config");
+        assert!(lookup("listener.name.other.ssl.keystore.type", &names).is_none());
+        assert!(lookup("listener.name.plaintext.no.such", &names).is_none());
+        assert!(lookup("zookeeper.connect", &names).is_none());
+    }
+
+    #[test]
+    fn types_check_as_kafka() {
+        assert!(KafkaType::Int.check(" 12 ").is_ok());
+        assert!(KafkaType::Int.check("3000000000").is_err());
+        assert!(KafkaType::Short.check("40000").is_err());
+        assert!(KafkaType::Boolean.check("TRUE").is_ok());
+        let e = KafkaType::Long.check("x").unwrap_err();
+        assert!(e.contains("type LONG"), "{e}");
+        assert!(KafkaType::Double.check("0.5").is_ok());
+    }
+}

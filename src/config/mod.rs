@@ -1,0 +1,484 @@
+//! Broker configuration, read with Apache Kafka 4.4's property names.
+//!
+//! Sources, later ones winning: built-in defaults, `--config FILE` (Java properties syntax),
+//! then each `--override key=value`, as Kafka's `kafka-server-start.sh` does. Every Kafka
+//! broker property is recognised (see [`keys`]): the ones Sluice acts on behave as in
+//! Kafka, the ones that mean nothing here are accepted and reported once at start-up, and
+//! the ones that ask for a feature Sluice lacks stop start-up saying which. A key Kafka does
+//! not know, or a value Kafka would refuse, stops start-up with `FILE:LINE: ...` (or
+//! `--override: ...`).
+
+pub mod keys;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+pub use parse::{Origin, Setting, parse_override, parse_properties, read_pairs};
+
+use keys::{NOT_YET, ONE_LISTENER, SECURE_PROTOCOLS, Treatment, default_of, lookup};
+
+/// A listener as written in `listeners` / `advertised.listeners`: `NAME://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    /// Empty means all interfaces (when binding) or this machine's name (when advertising).
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn bind_addr(&self) -> String {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        format_host_port(host, self.port)
+    }
+}
+
+impl std::fmt::Display for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}://{}",
+            self.name,
+            format_host_port(&self.host, self.port)
+        )
+    }
+}
+
+fn format_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    pub node_id: i32,
+    /// Absolute paths (relative ones are taken from the directory Sluice started in).
+    pub log_dirs: Vec<PathBuf>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub delete_topic_enable: bool,
+    pub log_segment_bytes: u64,
+    pub log_roll_ms: i64,
+    pub log_index_interval_bytes: u32,
+    pub log_index_size_max_bytes: u32,
+    pub log_retention_ms: i64,
+    pub log_retention_bytes: i64,
+    pub log_retention_check_interval_ms: u64,
+    pub log_flush_interval_messages: u64,
+    pub log_flush_interval_ms: i64,
+    pub log_message_timestamp_type_log_append: bool,
+    pub message_max_bytes: i32,
+    pub socket_request_max_bytes: usize,
+    pub min_insync_replicas: i32,
+    pub offsets_topic_num_partitions: i32,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    pub offsets_retention_minutes: i64,
+    pub offsets_retention_check_interval_ms: u64,
+    pub offset_metadata_max_bytes: usize,
+    pub producer_id_expiration_ms: i64,
+    pub producer_id_expiration_check_interval_ms: u64,
+    /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
+    pub no_effect: Vec<String>,
+    /// Every property Sluice acts on with its value, and every property that was set, for
+    /// DescribeConfigs.
+    pub raw: BTreeMap<String, String>,
+    /// Where each set property was given.
+    origins: BTreeMap<String, Origin>,
+}
+
+/// The settings as finally given (later ones won), each with its origin.
+struct Props(BTreeMap<String, (String, Origin)>);
+
+impl Props {
+    /// The value: as set, else Sluice's default, else empty (Kafka's null).
+    fn get(&self, key: &str) -> &str {
+        match self.0.get(key) {
+            Some((v, _)) => v,
+            None => default_of(key).unwrap_or(""),
+        }
+    }
+    fn is_set(&self, key: &str) -> bool {
+        !self.get(key).trim().is_empty()
+    }
+    fn given(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+    /// An error about `key`, prefixed with where it was set.
+    fn err(&self, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+        match self.0.get(key) {
+            Some((_, origin)) => anyhow!("{origin}: {key}: {msg}"),
+            None => anyhow!("{key}: {msg}"),
+        }
+    }
+    fn num<T: std::str::FromStr>(&self, key: &str) -> Result<T> {
+        let v = self.get(key).trim();
+        v.parse::<T>()
+            .map_err(|_| self.err(key, format!("invalid value {v:?}")))
+    }
+    fn num_at_least<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+        &self,
+        key: &str,
+        min: T,
+    ) -> Result<T> {
+        let v: T = self.num(key)?;
+        if v < min {
+            return Err(self.err(key, format!("value {v} must be at least {min}")));
+        }
+        Ok(v)
+    }
+    fn boolean(&self, key: &str) -> Result<bool> {
+        let v = self.get(key).trim();
+        if v.eq_ignore_ascii_case("true") {
+            Ok(true)
+        } else if v.eq_ignore_ascii_case("false") {
+            Ok(false)
+        } else {
+            Err(self.err(key, format!("invalid value {v:?} (expected true or false)")))
+        }
+    }
+    /// The first of `keys` that is set, converted to milliseconds by its factor (a negative
+    /// value means unlimited: -1). `keys` must not be empty; the last one is the fallback.
+    fn millis(&self, keys: &[(&str, i64)]) -> Result<i64> {
+        let (key, factor) = keys
+            .iter()
+            .find(|(k, _)| self.is_set(k))
+            .unwrap_or(&keys[keys.len() - 1]);
+        let v: i64 = self.num(key)?;
+        Ok(if v < 0 { -1 } else { v.saturating_mul(*factor) })
+    }
+}
+
+/// `NAME:PROTOCOL,...` with upper-cased names, as Kafka normalises listener names.
+fn parse_protocol_map(p: &Props) -> Result<BTreeMap<String, String>> {
+    let key = "listener.security.protocol.map";
+    let mut map = BTreeMap::new();
+    for item in p
+        .get(key)
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (name, proto) = item
+            .split_once(':')
+            .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME:PROTOCOL")))?;
+        let proto = proto.trim().to_ascii_uppercase();
+        if proto != "PLAINTEXT" && !SECURE_PROTOCOLS.contains(&proto.as_str()) {
+            return Err(p.err(key, format!("{proto:?} is not a security protocol")));
+        }
+        map.insert(name.trim().to_ascii_uppercase(), proto);
+    }
+    Ok(map)
+}
+
+fn parse_listeners(p: &Props, key: &str) -> Result<Vec<Listener>> {
+    let mut out: Vec<Listener> = Vec::new();
+    for item in p
+        .get(key)
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME://host:port")))?;
+        let (host, port) = if let Some(r) = rest.strip_prefix('[') {
+            let (h, port) = r
+                .split_once("]:")
+                .ok_or_else(|| p.err(key, format!("{item:?} has a bad IPv6 address")))?;
+            (h.to_string(), port)
+        } else {
+            let (h, port) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| p.err(key, format!("{item:?} has no port")))?;
+            (h.to_string(), port)
+        };
+        let port: u16 = port
+            .parse()
+            .map_err(|_| p.err(key, format!("{item:?} has an invalid port {port:?}")))?;
+        let name = name.to_ascii_uppercase();
+        if out.iter().any(|l| l.name == name) {
+            return Err(p.err(key, format!("listener name {name} is used twice")));
+        }
+        out.push(Listener { name, host, port });
+    }
+    if out.is_empty() {
+        return Err(p.err(key, "no listener given"));
+    }
+    Ok(out)
+}
+
+/// Listener names in the final `listeners` value, for `listener.name.<name>.*` keys.
+fn listener_names(settings: &[Setting]) -> Vec<String> {
+    let value = settings
+        .iter()
+        .rev()
+        .find(|s| s.key == "listeners")
+        .map(|s| s.value.as_str())
+        .or_else(|| default_of("listeners"))
+        .unwrap_or("");
+    value
+        .split(',')
+        .filter_map(|l| l.split_once("://"))
+        .map(|(n, _)| n.trim().to_ascii_uppercase())
+        .collect()
+}
+
+impl BrokerConfig {
+    /// Builds the configuration from settings applied in order over the defaults.
+    pub fn from_settings(settings: Vec<Setting>) -> Result<BrokerConfig> {
+        let names = listener_names(&settings);
+        let mut set: BTreeMap<String, (String, Origin)> = BTreeMap::new();
+        let mut no_effect = Vec::new();
+        for s in settings {
+            let origin = &s.origin;
+            let Some((k, treatment)) = lookup(&s.key, &names) else {
+                bail!("{origin}: unknown key {:?}", s.key);
+            };
+            k.ty.check(&s.value)
+                .map_err(|e| anyhow!("{origin}: {}: {e}", s.key))?;
+            if treatment == Treatment::NoEffect && !no_effect.contains(&s.key) {
+                no_effect.push(s.key.clone());
+            }
+            set.insert(s.key, (s.value, s.origin));
+        }
+        no_effect.sort();
+        let p = Props(set);
+        for (key, asks, feature) in NOT_YET {
+            if let Some((v, _)) = p.0.get(*key)
+                && asks.matches(v)
+            {
+                return Err(p.err(key, format!("{feature}: not supported by Sluice yet")));
+            }
+        }
+
+        let protocols = parse_protocol_map(&p)?;
+        let listeners = parse_listeners(&p, "listeners")?;
+        for l in &listeners {
+            let Some(proto) = protocols.get(&l.name) else {
+                return Err(p.err(
+                    "listeners",
+                    format!(
+                        "no security protocol for listener {} in listener.security.protocol.map",
+                        l.name
+                    ),
+                ));
+            };
+            if proto != "PLAINTEXT" {
+                return Err(p.err(
+                    "listeners",
+                    format!(
+                        "listener {} uses {proto}: TLS and SASL (and the ssl.* / sasl.* \
+                         settings for them) are not supported by Sluice yet",
+                        l.name
+                    ),
+                ));
+            }
+        }
+        if listeners.len() > 1 {
+            return Err(p.err(
+                "listeners",
+                format!("{ONE_LISTENER}: not supported by Sluice yet"),
+            ));
+        }
+        let advertised_listeners = if p.is_set("advertised.listeners") {
+            let adv = parse_listeners(&p, "advertised.listeners")?;
+            for a in &adv {
+                if !listeners.iter().any(|l| l.name == a.name) {
+                    return Err(p.err(
+                        "advertised.listeners",
+                        format!("listener {} is not one of the listeners", a.name),
+                    ));
+                }
+                if a.host == "0.0.0.0" || a.host == "::" {
+                    return Err(p.err(
+                        "advertised.listeners",
+                        format!(
+                            "{a} is the non-routable meta-address: advertise an address \
+                             clients can reach"
+                        ),
+                    ));
+                }
+            }
+            adv
+        } else {
+            listeners.clone()
+        };
+
+        // node.id and broker.id name the same thing; Kafka refuses two different values.
+        let node_id = match (p.given("node.id"), p.given("broker.id")) {
+            (true, true) if p.get("node.id").trim() != p.get("broker.id").trim() => {
+                return Err(p.err(
+                    "broker.id",
+                    format!(
+                        "must equal node.id ({}, at {})",
+                        p.get("node.id"),
+                        p.0["node.id"].1
+                    ),
+                ));
+            }
+            (false, true) => p.num_at_least::<i32>("broker.id", 0)?,
+            _ => p.num_at_least::<i32>("node.id", 0)?,
+        };
+        let dirs_key = if p.is_set("log.dirs") {
+            "log.dirs"
+        } else {
+            "log.dir"
+        };
+        let log_dirs = p
+            .get(dirs_key)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|d| std::path::absolute(d).map_err(|e| p.err(dirs_key, format!("{d}: {e}"))))
+            .collect::<Result<Vec<PathBuf>>>()?;
+        if log_dirs.is_empty() {
+            return Err(p.err(dirs_key, "no directory given"));
+        }
+        let log_append = match p.get("log.message.timestamp.type").trim() {
+            "CreateTime" => false,
+            "LogAppendTime" => true,
+            v => {
+                return Err(p.err(
+                    "log.message.timestamp.type",
+                    format!("invalid value {v:?} (CreateTime or LogAppendTime)"),
+                ));
+            }
+        };
+        // Unset, Kafka flushes on log.flush.scheduler.interval.ms, which defaults to never.
+        let flush_ms = if p.is_set("log.flush.interval.ms") {
+            p.num_at_least::<i64>("log.flush.interval.ms", 0)?
+        } else {
+            i64::MAX
+        };
+        let log_roll_ms = p.millis(&[("log.roll.ms", 1), ("log.roll.hours", 3_600_000)])?;
+        if log_roll_ms < 1 {
+            let key = if p.is_set("log.roll.ms") {
+                "log.roll.ms"
+            } else {
+                "log.roll.hours"
+            };
+            return Err(p.err(key, "must be at least 1"));
+        }
+        let mut raw: BTreeMap<String, String> = keys::ACTED
+            .iter()
+            .chain(keys::SLUICE_DEFAULTS.iter().map(|(k, _)| k))
+            .filter_map(|k| default_of(k).map(|d| (k.to_string(), d.to_string())))
+            .collect();
+        let mut origins = BTreeMap::new();
+        for (k, (v, o)) in &p.0 {
+            raw.insert(k.clone(), v.clone());
+            origins.insert(k.clone(), o.clone());
+        }
+        Ok(BrokerConfig {
+            listeners,
+            advertised_listeners,
+            node_id,
+            log_dirs,
+            num_partitions: p.num_at_least("num.partitions", 1)?,
+            default_replication_factor: p.num_at_least("default.replication.factor", 1)?,
+            auto_create_topics_enable: p.boolean("auto.create.topics.enable")?,
+            delete_topic_enable: p.boolean("delete.topic.enable")?,
+            log_segment_bytes: p.num_at_least("log.segment.bytes", 14)?,
+            log_roll_ms,
+            log_index_interval_bytes: p.num_at_least("log.index.interval.bytes", 0)?,
+            log_index_size_max_bytes: p.num_at_least("log.index.size.max.bytes", 4)?,
+            log_retention_ms: p.millis(&[
+                ("log.retention.ms", 1),
+                ("log.retention.minutes", 60_000),
+                ("log.retention.hours", 3_600_000),
+            ])?,
+            log_retention_bytes: p.num("log.retention.bytes")?,
+            log_retention_check_interval_ms: p
+                .num_at_least("log.retention.check.interval.ms", 1)?,
+            log_flush_interval_messages: p.num_at_least("log.flush.interval.messages", 1)?,
+            log_flush_interval_ms: flush_ms,
+            log_message_timestamp_type_log_append: log_append,
+            message_max_bytes: p.num_at_least("message.max.bytes", 0)?,
+            socket_request_max_bytes: p.num_at_least("socket.request.max.bytes", 1)?,
+            min_insync_replicas: p.num_at_least("min.insync.replicas", 1)?,
+            offsets_topic_num_partitions: p.num_at_least("offsets.topic.num.partitions", 1)?,
+            group_initial_rebalance_delay_ms: p.num("group.initial.rebalance.delay.ms")?,
+            group_min_session_timeout_ms: p.num("group.min.session.timeout.ms")?,
+            group_max_session_timeout_ms: p.num("group.max.session.timeout.ms")?,
+            offsets_retention_minutes: p.num_at_least("offsets.retention.minutes", 1)?,
+            offsets_retention_check_interval_ms: p
+                .num_at_least("offsets.retention.check.interval.ms", 1)?,
+            offset_metadata_max_bytes: p.num("offset.metadata.max.bytes")?,
+            producer_id_expiration_ms: p.num_at_least("producer.id.expiration.ms", 1)?,
+            producer_id_expiration_check_interval_ms: p
+                .num_at_least("producer.id.expiration.check.interval.ms", 1)?,
+            no_effect,
+            raw,
+            origins,
+        })
+    }
+
+    /// Builds the configuration from (key, value) pairs given as if by `--override`.
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Result<BrokerConfig> {
+        Self::from_settings(
+            pairs
+                .into_iter()
+                .map(|(key, value)| Setting {
+                    key,
+                    value,
+                    origin: Origin::Override,
+                })
+                .collect(),
+        )
+    }
+
+    /// Loads `--config FILE` (if any) and applies the overrides.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<BrokerConfig> {
+        let mut settings = Vec::new();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            settings.extend(parse_properties(&text, path)?);
+        }
+        for o in overrides {
+            settings.push(parse_override(o)?);
+        }
+        Self::from_settings(settings)
+    }
+
+    /// True if `key` was given (config file or override) a value other than the default.
+    pub fn is_explicitly_set(&self, key: &str) -> bool {
+        self.origins.contains_key(key) && self.raw.get(key).map(String::as_str) != default_of(key)
+    }
+
+    /// Where `key` was set, if it was.
+    pub fn origin(&self, key: &str) -> Option<&Origin> {
+        self.origins.get(key)
+    }
+
+    /// The advertised host and port of this broker (first advertised listener).
+    pub fn advertised(&self) -> (String, u16) {
+        let l = &self.advertised_listeners[0];
+        let host = if l.host.is_empty() {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".to_string())
+        } else {
+            l.host.clone()
+        };
+        (host, l.port)
+    }
+}

@@ -1,0 +1,236 @@
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn cfg(pairs: &[(&str, &str)]) -> Result<BrokerConfig> {
+    BrokerConfig::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+}
+
+fn file(text: &str) -> Result<BrokerConfig> {
+    BrokerConfig::from_settings(parse_properties(text, Path::new("conf/s.properties"))?)
+}
+
+fn err(r: Result<BrokerConfig>) -> String {
+    format!("{:#}", r.unwrap_err())
+}
+
+#[test]
+fn defaults_match_kafka_or_the_single_node_file() {
+    let c = cfg(&[]).unwrap();
+    assert_eq!(c.listeners[0].to_string(), "PLAINTEXT://localhost:9092");
+    assert_eq!(c.node_id, 1);
+    assert_eq!(
+        c.log_dirs,
+        vec![std::env::current_dir().unwrap().join("data")]
+    );
+    assert_eq!(c.message_max_bytes, 1048588);
+    assert_eq!(c.socket_request_max_bytes, 104857600);
+    assert_eq!(c.log_retention_ms, 168 * 3_600_000);
+    assert_eq!(c.log_roll_ms, 168 * 3_600_000);
+    assert_eq!(c.log_segment_bytes, 1 << 30);
+    assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
+    assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
+    assert!(c.delete_topic_enable);
+    assert!(c.no_effect.is_empty());
+    assert_eq!(c.raw["offsets.topic.replication.factor"], "1");
+    assert!(!c.is_explicitly_set("num.partitions"));
+}
+
+#[test]
+fn unknown_keys_name_file_and_line_or_override() {
+    let e = err(file("num.partitions=2\n\n# c\nno.such.key=1\n"));
+    assert_eq!(e, r#"conf/s.properties:4: unknown key "no.such.key""#);
+    let e = err(cfg(&[("zookeeper.connect", "localhost:2181")]));
+    assert_eq!(e, r#"--override: unknown key "zookeeper.connect""#);
+}
+
+#[test]
+fn value_errors_name_file_and_line() {
+    let e = err(file("a.b=1\n"));
+    assert!(e.starts_with("conf/s.properties:1: unknown key"), "{e}");
+    // A key with no effect is still type-checked as Kafka would.
+    let e = err(file("\nnum.network.threads=three\n"));
+    assert!(
+        e.starts_with("conf/s.properties:2: num.network.threads: invalid value \"three\""),
+        "{e}"
+    );
+    let e = err(file("num.partitions=0\n"));
+    assert_eq!(
+        e,
+        "conf/s.properties:1: num.partitions: value 0 must be at least 1"
+    );
+    let e = err(cfg(&[("listeners", "PLAINTEXT://:notaport")]));
+    assert!(e.starts_with("--override: listeners: "), "{e}");
+    // The later setting is the one named.
+    let e = err(file("log.segment.bytes=1\nlog.segment.bytes=2\n"));
+    assert!(
+        e.starts_with("conf/s.properties:2: log.segment.bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn keys_without_effect_are_accepted_and_listed() {
+    let c = file(
+        "num.io.threads=8\nsocket.send.buffer.bytes=102400\nmetric.reporters=\n\
+         num.network.threads=3\nnum.partitions=3\n\
+         listener.name.plaintext.ssl.keystore.type=PKCS12\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.no_effect,
+        [
+            "listener.name.plaintext.ssl.keystore.type",
+            "metric.reporters",
+            "num.io.threads",
+            "num.network.threads",
+            "socket.send.buffer.bytes"
+        ]
+    );
+    assert_eq!(c.num_partitions, 3);
+    // ssl.* settings are accepted while no listener uses SSL, as in Kafka.
+    file("ssl.keystore.location=/k.jks\nsasl.enabled.mechanisms=PLAIN\n").unwrap();
+}
+
+#[test]
+fn missing_features_stop_start_up_and_say_which() {
+    let e = err(file("num.partitions=1\nprocess.roles=broker,controller\n"));
+    assert!(
+        e.starts_with("conf/s.properties:2: process.roles: KRaft process roles"),
+        "{e}"
+    );
+    assert!(e.ends_with("not supported by Sluice yet"), "{e}");
+    let e = err(file("listeners=SSL://:9093\n"));
+    assert!(e.contains("listener SSL uses SSL: TLS and SASL"), "{e}");
+    let e = err(file(
+        "listeners=CLIENT://:9093\nlistener.security.protocol.map=CLIENT:SASL_SSL\n",
+    ));
+    assert!(
+        e.starts_with("conf/s.properties:1: listeners: listener CLIENT uses SASL_SSL"),
+        "{e}"
+    );
+    let e = err(cfg(&[(
+        "authorizer.class.name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    )]));
+    assert!(e.contains("ACLs"), "{e}");
+    let e = err(cfg(&[("remote.log.storage.system.enable", "true")]));
+    assert!(e.contains("tiered storage"), "{e}");
+    cfg(&[("remote.log.storage.system.enable", "false")]).unwrap();
+    let e = err(cfg(&[
+        ("listeners", "PLAINTEXT://:9092,OTHER://:9093"),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+        ),
+    ]));
+    assert!(e.contains("more than one listener"), "{e}");
+}
+
+#[test]
+fn listener_names_map_to_protocols() {
+    let c = cfg(&[
+        ("listeners", "CLIENT://127.0.0.1:9094"),
+        ("listener.security.protocol.map", "CLIENT:PLAINTEXT"),
+        ("advertised.listeners", "CLIENT://broker.example:19094"),
+    ])
+    .unwrap();
+    assert_eq!(c.advertised(), ("broker.example".to_string(), 19094));
+    let e = err(cfg(&[("listeners", "CLIENT://:9094")]));
+    assert!(
+        e.contains("no security protocol for listener CLIENT"),
+        "{e}"
+    );
+    let e = err(cfg(&[("advertised.listeners", "OTHER://h:1")]));
+    assert!(
+        e.contains("listener OTHER is not one of the listeners"),
+        "{e}"
+    );
+    let e = err(cfg(&[
+        ("listeners", "PLAINTEXT://0.0.0.0:9092"),
+        ("advertised.listeners", "PLAINTEXT://0.0.0.0:9092"),
+    ]));
+    assert!(e.contains("non-routable"), "{e}");
+}
+
+#[test]
+fn node_id_and_broker_id() {
+    assert_eq!(cfg(&[("broker.id", "7")]).unwrap().node_id, 7);
+    assert_eq!(
+        cfg(&[("broker.id", "7"), ("node.id", "7")])
+            .unwrap()
+            .node_id,
+        7
+    );
+    let e = err(file("node.id=2\nbroker.id=3\n"));
+    assert!(
+        e.starts_with(
+            "conf/s.properties:2: broker.id: must equal node.id (2, at conf/s.properties:1)"
+        ),
+        "{e}"
+    );
+    assert!(err(cfg(&[("broker.id", "-1")])).contains("at least 0"));
+}
+
+#[test]
+fn retention_precedence() {
+    let c = cfg(&[("log.retention.minutes", "2")]).unwrap();
+    assert_eq!(c.log_retention_ms, 120_000);
+    let c = cfg(&[("log.retention.ms", "5"), ("log.retention.minutes", "2")]).unwrap();
+    assert_eq!(c.log_retention_ms, 5);
+    let c = cfg(&[("log.retention.ms", "-1")]).unwrap();
+    assert_eq!(c.log_retention_ms, -1);
+    assert!(c.is_explicitly_set("log.retention.ms"));
+}
+
+fn shipped_file() -> (PathBuf, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/server.properties");
+    let text = std::fs::read_to_string(&path).unwrap();
+    (path, text)
+}
+
+#[test]
+fn shipped_config_is_the_zero_config() {
+    let (path, text) = shipped_file();
+    let c = BrokerConfig::from_settings(parse_properties(&text, &path).unwrap()).unwrap();
+    let zero = cfg(&[]).unwrap();
+    assert!(c.no_effect.is_empty(), "{:?}", c.no_effect);
+    for k in keys::ACTED {
+        assert_eq!(c.raw.get(*k), zero.raw.get(*k), "{k}");
+        assert!(!c.is_explicitly_set(k), "{k} differs from the default");
+    }
+}
+
+/// config/server.properties documents every key Sluice acts on, each with Kafka's default
+/// (the nearest "Kafka default `X`" above the key's line, `none` for null or required).
+#[test]
+fn shipped_config_lists_every_acted_key_with_kafkas_default() {
+    let (_, text) = shipped_file();
+    let lines: Vec<&str> = text.lines().collect();
+    for key in keys::ACTED {
+        let at = lines
+            .iter()
+            .position(|l| {
+                l.strip_prefix('#')
+                    .unwrap_or(l)
+                    .strip_prefix(key)
+                    .is_some_and(|r| r.starts_with('='))
+            })
+            .unwrap_or_else(|| panic!("config/server.properties does not list {key}"));
+        let stated = lines[..at]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with('#'))
+            .find_map(|l| {
+                l.split_once("Kafka default `")
+                    .and_then(|(_, r)| r.split_once('`'))
+            })
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| panic!("{key}: no \"Kafka default `...`\" comment above it"));
+        let kafka = keys::kafka_keys()[key].default.unwrap_or("none");
+        assert_eq!(
+            stated, kafka,
+            "{key}: config/server.properties states a wrong Kafka default"
+        );
+    }
+}
