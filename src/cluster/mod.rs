@@ -4,6 +4,7 @@
 
 pub mod controller;
 pub mod partition;
+pub mod quorum;
 pub mod topic_config;
 
 pub use controller::{Controller, TopicError, TopicInfo};
