@@ -692,3 +692,31 @@ fn malformed_frames_close_only_that_connection() {
     c.wait_applied_everywhere(i);
     assert!(Cluster::records(c.node(leader)).contains(&"still-working".to_string()));
 }
+
+#[test]
+fn lowest_voter_with_a_lost_dir_rejoins_instead_of_forming_a_new_cluster() {
+    let mut c = cluster(3, 0, Tuning::default());
+    let mut last = 0;
+    for i in 0..5 {
+        last = c.propose(&format!("before-{i}"));
+    }
+    c.wait_applied_everywhere(last);
+    let cluster_id = c.node(2).q().cluster_id();
+    c.node_mut(1).crash();
+    let dir = c.node(1).dir.clone();
+    wait_until("node 1's directory removed", || {
+        std::fs::remove_dir_all(&dir).is_ok()
+    });
+    c.node_mut(1).restart();
+    for i in 0..5 {
+        last = c.propose(&format!("after-{i}"));
+    }
+    c.wait_applied_everywhere(last);
+    assert_eq!(
+        c.node(1).q().cluster_id(),
+        cluster_id,
+        "it learned the existing cluster id"
+    );
+    assert_eq!(Cluster::records(c.node(1)), Cluster::records(c.node(2)));
+    assert_eq!(Cluster::records(c.node(1)).len(), 10);
+}
