@@ -11,6 +11,7 @@ pub mod control;
 pub mod controller;
 pub mod metadata;
 pub mod partition;
+pub mod quorum;
 pub mod replication;
 #[cfg(test)]
 mod sim;
