@@ -47,6 +47,15 @@ fn run_all(salt: u64, faults: Faults, fault_ms: i64) -> Vec<Outcome> {
             }
         }
     }
+    println!(
+        "sim (salt {salt}): {} schedules, {} records acknowledged (all committed), {} kill -9, \
+         {} link cuts, {} leader elections",
+        outcomes.len(),
+        total(&outcomes, |o| o.acked),
+        total(&outcomes, |o| o.crashes),
+        total(&outcomes, |o| o.cuts),
+        total(&outcomes, |o| o.elections)
+    );
     outcomes
 }
 
