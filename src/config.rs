@@ -108,6 +108,9 @@ const KNOWN: &[(&str, &str)] = &[
     ("offsets.retention.minutes", "10080"),
     ("producer.id.expiration.ms", "86400000"),
     ("producer.id.expiration.check.interval.ms", "600000"),
+    // Read from `raw` by cluster::checkpoints.
+    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
+    ("log.flush.offset.checkpoint.interval.ms", "60000"),
 ];
 
 fn is_known(key: &str) -> bool {

@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::checkpoints::LogDirCheckpoints;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
@@ -58,6 +59,8 @@ pub struct Controller {
     /// Serialises metadata changes (the single writer of the image and its file).
     writer: tokio::sync::Mutex<()>,
     pub cluster_id: String,
+    /// The log dirs' high watermark and recovery point checkpoints.
+    pub checkpoints: LogDirCheckpoints,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -118,6 +121,7 @@ impl Controller {
             image: RwLock::new(Image::default()),
             writer: tokio::sync::Mutex::new(()),
             cluster_id,
+            checkpoints: LogDirCheckpoints::load(&config)?,
         };
         let stored = ctl.read_metadata_file()?;
         let fresh_dirs = stored.is_empty();
@@ -242,22 +246,24 @@ impl Controller {
             let dir = self.partition_dir(&name, i, &new_dir);
             fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             write_partition_metadata(&dir, id)?;
-            let log = Log::open(&dir, effective.log.clone(), needs_recovery)
-                .with_context(|| format!("cannot open log {}", dir.display()))?;
+            let recovery_point = self.checkpoints.recovery_point(&dir, &name, i);
+            let log = Log::open_from_recovery_point(
+                &dir,
+                effective.log.clone(),
+                needs_recovery,
+                Some(recovery_point),
+            )
+            .with_context(|| format!("cannot open log {}", dir.display()))?;
             let state = ReplicaState {
                 leader: node,
                 leader_epoch: 0,
                 replicas: vec![node],
                 isr: vec![node],
             };
-            parts.push(Arc::new(Partition::new(
-                name.clone(),
-                i,
-                id,
-                node,
-                log,
-                state,
-            )));
+            let hw = self.checkpoints.high_watermark(&dir, &name, i);
+            let p = Partition::new(name.clone(), i, id, node, log, state, hw);
+            p.set_min_insync_replicas(effective.min_insync_replicas);
+            parts.push(Arc::new(p));
         }
         Ok(Arc::new(TopicInfo {
             internal: name.starts_with("__"),
@@ -416,9 +422,13 @@ impl Controller {
         }
     }
 
-    /// Flushes and closes every log, then marks each log dir as cleanly shut down.
+    /// Checkpoints the high watermarks, flushes and closes every log, checkpoints the
+    /// recovery points (now the log ends), then marks each log dir as cleanly shut down.
     pub fn shutdown(&self) -> Result<()> {
-        let mut ok = true;
+        let mut ok = self
+            .checkpoints
+            .write_high_watermarks(&self.topics())
+            .is_ok();
         for t in self.topics() {
             for p in &t.partitions {
                 if let Err(e) = p.close() {
@@ -427,6 +437,10 @@ impl Controller {
                 }
             }
         }
+        ok &= self
+            .checkpoints
+            .write_recovery_points(&self.topics())
+            .is_ok();
         if ok {
             for dir in &self.config.log_dirs {
                 let marker = dir.join(CLEAN_SHUTDOWN);

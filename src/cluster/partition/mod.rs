@@ -1,24 +1,45 @@
-//! A partition replica on this broker: the owner of its [`Log`], and of the replication state
-//! Kafka keeps per partition (leader, leader epoch, replicas, in-sync replicas, high watermark).
+//! A partition replica on this broker: the owner of its [`Log`], its producer state, and its
+//! replication state, as Kafka's `Partition` is.
 //!
-//! On a cluster of one the ISR is {self} and the high watermark follows the log end offset;
-//! the same computation (minimum log end offset over the ISR) serves followers later.
+//! A replica is the leader at some leader epoch, or a follower of another broker at one. As
+//! leader it keeps a [`LeaderState`] (`cluster::replication`): the followers' log end offsets
+//! and caught-up times, the ISR and the change to it in flight, min.insync.replicas, and the
+//! high watermark it decides. This module carries those decisions out: it feeds the state the
+//! local appends and the followers' fetches, publishes the high watermark, wakes the fetches
+//! and acks=all produces waiting on it, and answers reads. As follower (`as_follower.rs`) it
+//! truncates to where its log agrees with the leader's and appends the leader's batches as
+//! they are. On a cluster of one every partition leads with ISR = {self}, so its high
+//! watermark is its log end offset after every append.
 //!
-//! It also owns the partition's producer state (idempotence, `producer/state.rs`). Lock order:
-//! `log`, then `producers`; the producer state only changes with both held, so the duplicate
-//! and sequence check, the append and the state update are one atomic step.
+//! Lock order: `log`, then `producers`, then `replication`; `waiters` is taken alone. The
+//! producer state only changes with `log` held, so the duplicate and sequence check, the append
+//! and the state update are one step. The role (leader or follower, leader epoch) only changes
+//! with `log` and `replication` held, so an append under `log` sees one role throughout; a
+//! follower's fetch updates the leader state under `replication` alone, without waiting for
+//! the log. The atomics are published copies for lock-free readers: the high watermark is
+//! written only with `replication` held, the log offsets only with `log` held.
 
-use std::collections::HashMap;
+mod as_follower;
+mod as_leader;
+#[cfg(test)]
+mod tests;
+
 use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::log::{AppendError, AppendInfo, Log, ReadError};
+use super::metadata::PartitionRecord;
+use super::replication::LeaderState;
+use crate::log::{AppendError, AppendInfo, Log, ReadError, now_ms};
 use crate::producer::ProducerState;
 use crate::producer::state::ProducerSummary;
+
+pub use as_follower::FollowerPosition;
+pub use as_leader::{FollowerFetch, LeaderAppend, ReplicaRead};
 
 /// Replication state of a partition, as the controller assigned it.
 #[derive(Debug, Clone)]
@@ -36,21 +57,64 @@ pub struct FetchSlice {
     pub len: usize,
 }
 
+/// What this replica is now.
+enum Role {
+    Leader(LeaderState),
+    /// Following `leader` (-1: none known yet) at `leader_epoch`. Only a leader tracks the
+    /// ISR; a follower's high watermark is the last the leader sent it, capped at its log end.
+    Follower {
+        leader: i32,
+        leader_epoch: i32,
+        replicas: Vec<i32>,
+        high_watermark: i64,
+    },
+}
+
+struct Replication {
+    role: Role,
+    /// min.insync.replicas (the topic's, or the broker default).
+    min_isr: usize,
+}
+
+impl Replication {
+    fn leader_epoch(&self) -> i32 {
+        match &self.role {
+            Role::Leader(ls) => ls.leader_epoch,
+            Role::Follower { leader_epoch, .. } => *leader_epoch,
+        }
+    }
+
+    fn high_watermark(&self) -> i64 {
+        match &self.role {
+            Role::Leader(ls) => ls.high_watermark(),
+            Role::Follower { high_watermark, .. } => *high_watermark,
+        }
+    }
+
+    fn replicas(&self) -> &[i32] {
+        match &self.role {
+            Role::Leader(ls) => &ls.replicas,
+            Role::Follower { replicas, .. } => replicas,
+        }
+    }
+}
+
 pub struct Partition {
     pub topic: Arc<str>,
     pub index: i32,
     pub topic_id: Uuid,
     local_node: i32,
+    /// The log directory this partition's directory is in (its checkpoint files are there).
+    log_dir: PathBuf,
     log: Mutex<Log>,
     /// Locked only while `log` is held.
     producers: Mutex<ProducerState>,
-    state: RwLock<ReplicaState>,
-    /// Log end offsets last reported by followers (empty on a cluster of one).
-    follower_leo: Mutex<HashMap<i32, i64>>,
+    replication: Mutex<Replication>,
     high_watermark: AtomicI64,
     log_start: AtomicI64,
     log_end: AtomicI64,
-    /// Fetches waiting for data here; each is woken once when the high watermark moves.
+    /// Fetches and acks=all produces waiting here; each is woken once when the log end, the
+    /// high watermark, the ISR or the role changes.
     waiters: Mutex<Vec<Weak<Notify>>>,
 }
 
@@ -59,6 +123,11 @@ pub enum PartitionError {
     NotLeader,
     FencedLeaderEpoch,
     UnknownLeaderEpoch,
+    /// acks=all while the ISR is smaller than the effective min.insync.replicas.
+    NotEnoughReplicas {
+        isr: Vec<i32>,
+        min_isr: usize,
+    },
     Append(AppendError),
     Producer(crate::producer::ProducerError),
     Read(ReadError),
@@ -66,6 +135,8 @@ pub enum PartitionError {
 }
 
 impl Partition {
+    /// Opens the replica over `log` in the role `state` gives, with the high watermark last
+    /// checkpointed for it (`replication-offset-checkpoint`; kept within the log's offsets).
     pub fn new(
         topic: Arc<str>,
         index: i32,
@@ -73,36 +144,91 @@ impl Partition {
         local_node: i32,
         log: Log,
         state: ReplicaState,
+        checkpointed_hw: i64,
     ) -> Partition {
         let (start, end) = (log.log_start_offset(), log.log_end_offset());
         let producers = ProducerState::load(&log).unwrap_or_else(|e| {
             tracing::error!(dir = %log.dir().display(), "cannot rebuild producer state: {e}");
             ProducerState::new(log.dir())
         });
+        let log_dir = log
+            .dir()
+            .parent()
+            .map_or_else(PathBuf::new, Path::to_path_buf);
+        let hw = checkpointed_hw.clamp(start, end);
         let p = Partition {
             topic,
             index,
             topic_id,
             local_node,
+            log_dir,
             log: Mutex::new(log),
             producers: Mutex::new(producers),
-            state: RwLock::new(state),
-            follower_leo: Mutex::new(HashMap::new()),
-            high_watermark: AtomicI64::new(0),
+            replication: Mutex::new(Replication {
+                role: Role::Follower {
+                    leader: -1,
+                    leader_epoch: -1,
+                    replicas: state.replicas.clone(),
+                    high_watermark: hw,
+                },
+                min_isr: 1,
+            }),
+            high_watermark: AtomicI64::new(hw),
             log_start: AtomicI64::new(start),
             log_end: AtomicI64::new(end),
             waiters: Mutex::new(Vec::new()),
         };
-        p.update_high_watermark();
+        let assumed = if state.leader == local_node {
+            let record = PartitionRecord {
+                topic_id,
+                partition: index,
+                replicas: state.replicas,
+                isr: state.isr,
+                adding: vec![],
+                removing: vec![],
+                leader: state.leader,
+                leader_epoch: state.leader_epoch,
+                partition_epoch: 0,
+            };
+            p.become_leader(&record, now_ms())
+        } else {
+            p.become_follower(state.leader, state.leader_epoch)
+        };
+        if let Err(e) = assumed {
+            tracing::error!(topic = %p.topic, partition = index, "cannot take role: {e:?}");
+        }
         p
     }
 
     pub fn replica_state(&self) -> ReplicaState {
-        self.state.read().unwrap().clone()
+        let r = self.replication.lock().unwrap();
+        match &r.role {
+            Role::Leader(ls) => ReplicaState {
+                leader: self.local_node,
+                leader_epoch: ls.leader_epoch,
+                replicas: ls.replicas.clone(),
+                isr: ls.isr.clone(),
+            },
+            Role::Follower {
+                leader,
+                leader_epoch,
+                replicas,
+                ..
+            } => ReplicaState {
+                leader: *leader,
+                leader_epoch: *leader_epoch,
+                replicas: replicas.clone(),
+                isr: Vec::new(),
+            },
+        }
     }
 
     pub fn is_leader(&self) -> bool {
-        self.state.read().unwrap().leader == self.local_node
+        matches!(self.replication.lock().unwrap().role, Role::Leader(_))
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.replication.lock().unwrap().leader_epoch()
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -117,94 +243,88 @@ impl Partition {
         self.log_end.load(Ordering::Acquire)
     }
 
-    /// Checks a client's view of the leader epoch (-1 = no check), as Kafka does on
-    /// Fetch and ListOffsets.
-    pub fn check_epoch(&self, current_leader_epoch: i32) -> Result<(), PartitionError> {
-        let st = self.state.read().unwrap();
-        if st.leader != self.local_node {
-            return Err(PartitionError::NotLeader);
+    /// The log directory holding this partition.
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+
+    /// Offsets below this are on disk (`recovery-point-offset-checkpoint`).
+    pub fn recovery_point(&self) -> i64 {
+        self.log.lock().unwrap().recovery_point()
+    }
+
+    /// Sets min.insync.replicas; a lower value may let the high watermark advance.
+    pub fn set_min_insync_replicas(&self, n: i32) {
+        let leo = self.log_end_offset();
+        let mut r = self.replication.lock().unwrap();
+        r.min_isr = n.max(1) as usize;
+        let min_isr = r.min_isr;
+        if let Role::Leader(ls) = &mut r.role {
+            ls.set_min_insync_replicas(min_isr);
+            ls.on_local_append(leo);
         }
+        self.publish(&r);
+        drop(r);
+        self.wake_waiters();
+    }
+
+    /// Checks a client's view of the leader epoch (negative = no check), then that this
+    /// replica leads, in Kafka's order (Fetch, ListOffsets, OffsetForLeaderEpoch).
+    pub fn check_epoch(&self, current_leader_epoch: i32) -> Result<(), PartitionError> {
+        let r = self.replication.lock().unwrap();
         if current_leader_epoch >= 0 {
-            if current_leader_epoch < st.leader_epoch {
+            let epoch = r.leader_epoch();
+            if current_leader_epoch < epoch {
                 return Err(PartitionError::FencedLeaderEpoch);
             }
-            if current_leader_epoch > st.leader_epoch {
+            if current_leader_epoch > epoch {
                 return Err(PartitionError::UnknownLeaderEpoch);
             }
         }
-        Ok(())
-    }
-
-    /// Appends producer batches as the leader. `append_time` is set for LogAppendTime topics.
-    pub fn append_as_leader(
-        &self,
-        records: &mut [u8],
-        append_time: Option<i64>,
-        max_batch_bytes: usize,
-    ) -> Result<AppendInfo, PartitionError> {
-        let epoch = {
-            let st = self.state.read().unwrap();
-            if st.leader != self.local_node {
-                return Err(PartitionError::NotLeader);
-            }
-            st.leader_epoch
-        };
-        let info = {
-            let mut log = self.log.lock().unwrap();
-            let mut producers = self.producers.lock().unwrap();
-            if let Some(dup) = crate::producer::state::check_append(&producers, records)
-                .map_err(PartitionError::Producer)?
-            {
-                // A retry of a batch already written: its original offsets, nothing appended.
-                return Ok(AppendInfo {
-                    first_offset: dup.first_offset,
-                    last_offset: dup.last_offset,
-                    log_append_time: dup.timestamp,
-                    max_timestamp: dup.timestamp,
-                    offset_of_max_timestamp: dup.last_offset,
-                    log_start_offset: log.log_start_offset(),
-                    rolled_at: None,
-                    record_count: 0,
-                    size_bytes: 0,
-                    batches: Vec::new(),
-                });
-            }
-            let info = log
-                .append(records, epoch, append_time, max_batch_bytes)
-                .map_err(PartitionError::Append)?;
-            if let Some(at) = info.rolled_at
-                && let Err(e) = producers.take_snapshot(at)
-            {
-                tracing::warn!(dir = %log.dir().display(), "producer snapshot at {at} failed: {e}");
-            }
-            producers.update(&info.batches);
-            self.log_end.store(log.log_end_offset(), Ordering::Release);
-            info
-        };
-        self.update_high_watermark();
-        Ok(info)
-    }
-
-    /// High watermark = the smallest log end offset among the in-sync replicas.
-    fn update_high_watermark(&self) {
-        let isr = self.state.read().unwrap().isr.clone();
-        let local = self.log_end_offset();
-        let followers = self.follower_leo.lock().unwrap();
-        let hw = isr
-            .iter()
-            .map(|r| {
-                if *r == self.local_node {
-                    local
-                } else {
-                    followers.get(r).copied().unwrap_or(0)
-                }
-            })
-            .min()
-            .unwrap_or(local);
-        let old = self.high_watermark.fetch_max(hw, Ordering::AcqRel);
-        if hw > old {
-            self.wake_waiters();
+        match r.role {
+            Role::Leader(_) => Ok(()),
+            Role::Follower { .. } => Err(PartitionError::NotLeader),
         }
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` in this log and the offset
+    /// where it ends (the log end for the latest); (-1, -1) if none (Kafka's UNDEFINED).
+    pub fn end_offset_for_epoch(
+        &self,
+        current_leader_epoch: i32,
+        epoch: i32,
+    ) -> Result<(i32, i64), PartitionError> {
+        self.check_epoch(current_leader_epoch)?;
+        Ok(self.log.lock().unwrap().end_offset_for_epoch(epoch))
+    }
+
+    /// After an append to `log`: the producer state records the batches (snapshotting itself
+    /// first if the append rolled the log) and the log offsets are published. Returns the log
+    /// end offset.
+    fn appended(
+        &self,
+        log: &Log,
+        mut producers: std::sync::MutexGuard<'_, ProducerState>,
+        info: &AppendInfo,
+    ) -> i64 {
+        if let Some(at) = info.rolled_at
+            && let Err(e) = producers.take_snapshot(at)
+        {
+            tracing::warn!(dir = %log.dir().display(), "producer snapshot at {at} failed: {e}");
+        }
+        producers.update(&info.batches);
+        drop(producers);
+        let leo = log.log_end_offset();
+        self.log_end.store(leo, Ordering::Release);
+        self.log_start
+            .store(log.log_start_offset(), Ordering::Release);
+        leo
+    }
+
+    /// Publishes the role's high watermark to lock-free readers.
+    fn publish(&self, r: &Replication) {
+        self.high_watermark
+            .store(r.high_watermark(), Ordering::Release);
     }
 
     fn wake_waiters(&self) {
@@ -214,7 +334,7 @@ impl Partition {
         }
     }
 
-    /// Registers a fetch to be woken when the high watermark advances.
+    /// Registers a fetch or an acks=all produce to be woken at the next change.
     pub fn add_waiter(&self, w: &Arc<Notify>) {
         let mut waiters = self.waiters.lock().unwrap();
         // Fetches that timed out leave dead entries behind on an idle partition.
@@ -224,7 +344,8 @@ impl Partition {
         waiters.push(Arc::downgrade(w));
     }
 
-    /// Reads whole batches from `offset`, bounded by `max_bytes` and the high watermark.
+    /// A consumer's read: whole batches from `offset`, bounded by `max_bytes` and the high
+    /// watermark.
     pub fn read(
         &self,
         offset: i64,
@@ -241,6 +362,32 @@ impl Partition {
             position: s.position,
             len: s.len,
         })
+    }
+
+    /// Fetch v12+ `last_fetched_epoch` (KIP-595/Kafka's readRecords): when the fetcher's log
+    /// ended in `last_fetched_epoch` (negative: not sent) at `fetch_offset`, the epoch and end
+    /// offset of this log it diverges from, if it does. Diverging fetches read nothing.
+    pub fn diverging_epoch(
+        &self,
+        last_fetched_epoch: i32,
+        fetch_offset: i64,
+    ) -> Result<Option<(i32, i64)>, PartitionError> {
+        if last_fetched_epoch < 0 {
+            return Ok(None);
+        }
+        let log = self.log.lock().unwrap();
+        let (epoch, end) = log.end_offset_for_epoch(last_fetched_epoch);
+        let out_of_range = || {
+            PartitionError::Read(ReadError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start_offset: log.log_start_offset(),
+                log_end_offset: log.log_end_offset(),
+            })
+        };
+        if epoch < 0 || end < 0 || fetch_offset < log.log_start_offset() {
+            return Err(out_of_range());
+        }
+        Ok((epoch < last_fetched_epoch || end < fetch_offset).then_some((epoch, end)))
     }
 
     /// ListOffsets by timestamp: (timestamp, offset) of the first record at or after `ts`.
