@@ -199,3 +199,169 @@ async fn wait_for_acks(resp: &mut ProduceResponse, mut pending: Vec<Pending>, ti
         let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! acks=all against partitions with followers, driven through the handler: the follower
+    //! side is played by calling the partition's leader-state methods, as fetches would.
+
+    use std::collections::BTreeMap;
+
+    use bytes::Buf;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader, TopicName};
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+    use crate::cluster::controller::NewTopic;
+    use crate::cluster::metadata::PartitionRecord;
+    use crate::config::BrokerConfig;
+    use crate::log::batch::test_support::simple_batch;
+
+    struct Fixture {
+        broker: Arc<Broker>,
+        partition: Arc<Partition>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Topic `t` (min.insync.replicas=2) whose partition 0 this node leads with `replicas`
+    /// assigned and `isr` in sync.
+    async fn fixture(replicas: &[i32], isr: &[i32]) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            BrokerConfig::from_pairs(vec![("log.dirs".into(), dir.path().display().to_string())])
+                .unwrap();
+        let broker = Broker::open(config).unwrap();
+        let topic = broker
+            .controller
+            .create_topic(NewTopic {
+                name: "t".into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                configs: BTreeMap::from([("min.insync.replicas".into(), "2".into())]),
+            })
+            .await
+            .unwrap();
+        let partition = topic.partitions[0].clone();
+        let record = PartitionRecord {
+            leader_epoch: 1,
+            partition_epoch: 1,
+            ..PartitionRecord::for_test(replicas, isr, 1)
+        };
+        assert!(partition.become_leader(&record, now_ms()).unwrap());
+        Fixture {
+            broker,
+            partition,
+            _dir: dir,
+        }
+    }
+
+    /// Sends a Produce v9 of one 2-record batch to t-0; returns (error, base offset).
+    async fn produce(b: &Arc<Broker>, acks: i16, timeout_ms: i32) -> (i16, i64) {
+        let mut pd = PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(Bytes::from(simple_batch(2, 1000, 10)));
+        let mut td = TopicProduceData::default();
+        td.name = TopicName(StrBytes::from_static_str("t"));
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = acks;
+        req.timeout_ms = timeout_ms;
+        req.topic_data = vec![td];
+        let mut frame = BytesMut::new();
+        let mut h = RequestHeader::default();
+        h.request_api_key = ApiKey::Produce as i16;
+        h.request_api_version = 9;
+        h.correlation_id = 5;
+        h.encode(&mut frame, ApiKey::Produce.request_header_version(9))
+            .unwrap();
+        req.encode(&mut frame, 9).unwrap();
+        let resp = crate::api::dispatch(b, frame.freeze())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut body = Bytes::from(resp.to_vec().unwrap());
+        body.advance(4);
+        ResponseHeader::decode(&mut body, ApiKey::Produce.response_header_version(9)).unwrap();
+        let r = ProduceResponse::decode(&mut body, 9).unwrap();
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    }
+
+    fn code(e: ResponseError) -> i16 {
+        e.code()
+    }
+
+    #[tokio::test]
+    async fn below_min_isr_acks_all_is_refused_and_nothing_written() {
+        let f = fixture(&[1, 2], &[1]).await;
+        let (err, _) = produce(&f.broker, -1, 1000).await;
+        assert_eq!(err, code(ResponseError::NotEnoughReplicas));
+        assert_eq!(f.partition.log_end_offset(), 0);
+        // acks=1 is written (and not exposed while the partition is under min ISR).
+        assert_eq!(produce(&f.broker, 1, 1000).await, (0, 0));
+        assert_eq!(f.partition.log_end_offset(), 2);
+        assert_eq!(f.partition.high_watermark(), 0);
+    }
+
+    #[tokio::test]
+    async fn acks_all_waits_for_the_follower_or_times_out() {
+        let f = fixture(&[1, 2], &[1, 2]).await;
+        // Nobody fetches: the request's timeout answers, the records stay written.
+        let (err, base) = produce(&f.broker, -1, 50).await;
+        assert_eq!((err, base), (code(ResponseError::RequestTimedOut), 0));
+        assert_eq!(f.partition.log_end_offset(), 2);
+        // The follower fetches from the log end while the produce waits.
+        let b = f.broker.clone();
+        let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
+        while f.partition.log_end_offset() < 4 {
+            tokio::task::yield_now().await;
+        }
+        f.partition.on_follower_fetch(2, 4, now_ms()).unwrap();
+        assert_eq!(waiting.await.unwrap(), (0, 2));
+        assert_eq!(f.partition.high_watermark(), 4);
+    }
+
+    #[tokio::test]
+    async fn isr_shrink_or_leadership_loss_while_waiting() {
+        let f = fixture(&[1, 2], &[1, 2]).await;
+        let b = f.broker.clone();
+        let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
+        while f.partition.log_end_offset() < 2 {
+            tokio::task::yield_now().await;
+        }
+        // The follower gets the records, then the controller drops it from the ISR, before
+        // the waiting produce runs again.
+        f.partition.on_follower_fetch(2, 2, now_ms()).unwrap();
+        let shrunk = PartitionRecord {
+            leader_epoch: 1,
+            partition_epoch: 2,
+            ..PartitionRecord::for_test(&[1, 2], &[1], 1)
+        };
+        assert!(f.partition.on_committed(&shrunk));
+        assert_eq!(
+            waiting.await.unwrap(),
+            (code(ResponseError::NotEnoughReplicasAfterAppend), 0)
+        );
+        // Back in the ISR; a produce waits, and this broker stops leading.
+        let grown = PartitionRecord {
+            leader_epoch: 1,
+            partition_epoch: 3,
+            ..PartitionRecord::for_test(&[1, 2], &[1, 2], 1)
+        };
+        assert!(f.partition.on_committed(&grown));
+        let b = f.broker.clone();
+        let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
+        while f.partition.log_end_offset() < 4 {
+            tokio::task::yield_now().await;
+        }
+        assert!(f.partition.become_follower(2, 2).unwrap());
+        assert_eq!(
+            waiting.await.unwrap(),
+            (code(ResponseError::NotLeaderOrFollower), 2)
+        );
+        // And a follower takes no produce at all.
+        let (err, _) = produce(&f.broker, 1, 1000).await;
+        assert_eq!(err, code(ResponseError::NotLeaderOrFollower));
+    }
+}
