@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{Client, TestBroker, record_batch};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -19,10 +18,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsRequest,
-    CreateTopicsResponse, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchRequest,
+    FetchResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -37,22 +35,7 @@ fn name(s: &str) -> TopicName {
 
 /// Creates a topic; returns its id.
 fn create(c: &mut Client, topic: &str, partitions: i32, configs: &[(&str, &str)]) -> uuid::Uuid {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = partitions;
-    t.replication_factor = 1;
-    t.configs = configs
-        .iter()
-        .map(|(k, v)| {
-            let mut c = CreatableTopicConfig::default();
-            c.name = StrBytes::from_string(k.to_string());
-            c.value = Some(StrBytes::from_string(v.to_string()));
-            c
-        })
-        .collect();
-    let mut r = CreateTopicsRequest::default();
-    r.topics = vec![t];
-    r.timeout_ms = 5000;
+    let r = common::create_topic_request(topic, partitions, 1, configs);
     let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &r);
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
     resp.topics[0].topic_id
