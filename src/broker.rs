@@ -47,9 +47,23 @@ impl Broker {
 
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
     /// `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
-    /// `producer.id.expiration.ms`.
+    /// `producer.id.expiration.ms`; the log dirs' high watermark and recovery point
+    /// checkpoints (`cluster::checkpoints`).
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
+        let cp = &self.controller.checkpoints;
+        self.spawn_periodic(cp.high_watermark_interval_ms, |b| {
+            let _ = b
+                .controller
+                .checkpoints
+                .write_high_watermarks(&b.controller.topics());
+        });
+        self.spawn_periodic(cp.recovery_point_interval_ms, |b| {
+            let _ = b
+                .controller
+                .checkpoints
+                .write_recovery_points(&b.controller.topics());
+        });
         self.spawn_periodic(self.config.log_retention_check_interval_ms, |b| {
             b.controller.apply_retention(now_ms())
         });

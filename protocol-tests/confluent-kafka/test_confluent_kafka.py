@@ -676,5 +676,68 @@ def message_too_large():
     check(got[0].value() == near, "1 MB record read back differs")
 
 
+@S.scenario("min_insync_above_replication_factor")
+def min_insync_above_replication_factor():
+    """min.insync.replicas=2 on a topic with one replica: Kafka caps it at the replication
+    factor, so acks=all (idempotent) and acks=1 writes are both taken."""
+    t = topic_name("min-isr")
+    a = admin()
+    a.create_topics([NewTopic(t, 1, 1, config={"min.insync.replicas": "2"})],
+                    operation_timeout=T, request_timeout=T)[t].result(timeout=T)
+    wait_partitions_ready(t, 1)
+    recs = [{"partition": 0, "key": b"k%d" % i, "value": b"all-%d" % i} for i in range(10)]
+    produce_all(producer(), t, recs)
+    ones = [{"partition": 0, "key": b"k%d" % i, "value": b"one-%d" % i} for i in range(10)]
+    produce_all(producer(acks="1", **{"enable.idempotence": False}), t, ones)
+    check([r["offset"] for r in recs + ones] == list(range(20)),
+          "offsets %s" % [r["offset"] for r in recs + ones])
+    got = consume_exact(t, {0: 20})[0]
+    check([m.value() for m in got] == [r["value"] for r in recs + ones], "values differ")
+
+
+def _validate_at(topic, offset, leader_epoch, want):
+    """Assigns topic-0 at `offset` carrying `leader_epoch` (auto.offset.reset=error), which
+    librdkafka validates with OffsetForLeaderEpoch; polls for `want` records or the first
+    error. Returns (messages, error)."""
+    c = consumer()
+    try:
+        c.assign([TopicPartition(topic, 0, offset, leader_epoch=leader_epoch)])
+        got = []
+        deadline = time.monotonic() + T
+        while len(got) < want and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                return got, m.error()
+            got.append(m)
+        return got, None
+    finally:
+        c.close()
+
+
+@S.scenario("offset_validation_with_leader_epoch")
+def offset_validation_with_leader_epoch():
+    """KIP-320: a position carrying a leader epoch is checked against the broker's end offset
+    for that epoch before fetching."""
+    t = create_topic(topic_name("ofle"))
+    produce_all(producer(), t, [{"partition": 0, "key": None, "value": b"v%d" % i}
+                                for i in range(10)])
+    got, err = _validate_at(t, 5, 0, 5)
+    check(err is None, "error at a valid position: %s" % err)
+    check([m.offset() for m in got] == list(range(5, 10)), "offsets %s" % [m.offset() for m in got])
+    check(all(m.leader_epoch() == 0 for m in got), "leader epochs %s" % [m.leader_epoch() for m in got])
+    # Past the end of epoch 0: log truncation, and librdkafka names the broker's end offset.
+    got, err = _validate_at(t, 20, 0, 1)
+    check(err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET,
+          "want _AUTO_OFFSET_RESET, got %s (%d records)" % (err, len(got)))
+    check("truncation" in err.str() and "end offset is 10" in err.str(), err.str())
+    # An epoch the log never had: the broker answers UNDEFINED (-1).
+    got, err = _validate_at(t, 5, 3, 1)
+    check(err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET,
+          "want _AUTO_OFFSET_RESET, got %s (%d records)" % (err, len(got)))
+    check("end offset is -1" in err.str(), err.str())
+
+
 if __name__ == "__main__":
     S.main()

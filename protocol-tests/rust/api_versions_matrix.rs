@@ -31,6 +31,9 @@ use kafka_protocol::messages::offset_delete_request::{
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Message, StrBytes, VersionRange};
@@ -291,6 +294,19 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.group_id = group("matrix-none");
             r.topics = vec![t];
             built::<_, OffsetDeleteResponse>(r)
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            let mut p = OffsetForLeaderPartition::default();
+            p.partition = 0;
+            p.current_leader_epoch = -1;
+            p.leader_epoch = 0;
+            let mut t = OffsetForLeaderTopic::default();
+            t.topic = topic_name(TOPIC);
+            t.partitions = vec![p];
+            let mut r = OffsetForLeaderEpochRequest::default();
+            r.replica_id = BrokerId(-1);
+            r.topics = vec![t];
+            built::<_, OffsetForLeaderEpochResponse>(r)
         }
         ApiKey::CreatePartitions => {
             let mut t = CreatePartitionsTopic::default();

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{TestBroker, record_batch};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchResponse, ListOffsetsRequest,
-    ListOffsetsResponse, TopicName,
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -28,22 +29,7 @@ fn create(
     configs: &[(&str, &str)],
     validate_only: bool,
 ) -> CreateTopicsResponse {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = partitions;
-    t.replication_factor = rf;
-    t.configs = configs
-        .iter()
-        .map(|(k, v)| {
-            let mut c = CreatableTopicConfig::default();
-            c.name = StrBytes::from_string(k.to_string());
-            c.value = Some(StrBytes::from_string(v.to_string()));
-            c
-        })
-        .collect();
-    let mut r = CreateTopicsRequest::default();
-    r.topics = vec![t];
-    r.timeout_ms = 5000;
+    let mut r = common::create_topic_request(topic, partitions, rf, configs);
     r.validate_only = validate_only;
     c.call(ApiKey::CreateTopics, 7, &r)
 }

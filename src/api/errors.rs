@@ -39,6 +39,7 @@ pub fn partition_error_code(e: &PartitionError) -> i16 {
         PartitionError::NotLeader => E::NotLeaderOrFollower.code(),
         PartitionError::FencedLeaderEpoch => E::FencedLeaderEpoch.code(),
         PartitionError::UnknownLeaderEpoch => E::UnknownLeaderEpoch.code(),
+        PartitionError::NotEnoughReplicas { .. } => E::NotEnoughReplicas.code(),
         PartitionError::Append(a) => append_error_code(a),
         PartitionError::Producer(p) => producer_error_code(p),
         PartitionError::Read(ReadError::OffsetOutOfRange { .. }) => E::OffsetOutOfRange.code(),

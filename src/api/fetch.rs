@@ -8,6 +8,16 @@
 //! Fetch sessions (KIP-227) are declined: session_id 0 makes every fetch a full one, which
 //! clients accept; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 //!
+//! A fetch from a replica (replica_id >= 0 up to v14, replica_state.replica_id from v15) is a
+//! follower's, served as Kafka's `Partition.fetchRecords` does: this broker must lead at the
+//! fetch's current_leader_epoch, and the replica must be one of the partition's followers
+//! (else UNKNOWN_LEADER_EPOCH if the fetch names an epoch, NOT_LEADER_OR_FOLLOWER if not). It
+//! reads up to the log end offset instead of the high watermark, and its fetch offset becomes
+//! the follower's log end offset in the leader's state, which may move the high watermark the
+//! response carries. From v12 a fetch naming its last_fetched_epoch whose log diverges from
+//! this one (KIP-595) reads nothing and gets diverging_epoch (the epoch and end offset to
+//! truncate to), consumers' fetches included; they send -1.
+//!
 //! The response is encoded here by hand, so that each partition's records are a file region
 //! sent with sendfile (see `net::response`).
 
@@ -21,10 +31,13 @@ use kafka_protocol::messages::{ApiKey, FetchRequest};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::wire::{put_array_len, put_bytes_len, put_no_tags, put_null_array, put_string};
+use super::wire::{
+    put_array_len, put_bytes_len, put_no_tags, put_null_array, put_string, put_uvarint,
+};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
+use crate::broker::{Broker, now_ms};
 use crate::cluster::Partition;
+use crate::cluster::partition::FollowerFetch;
 use crate::net::response::{FrameBuf, Response};
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -44,6 +57,8 @@ pub struct PartitionOut {
     pub log_start_offset: i64,
     /// A region of a segment file holding whole batches.
     pub records: Option<(Arc<File>, u64, usize)>,
+    /// (epoch, end offset) when the fetcher's log diverges (v12+ tagged field 0).
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 /// One topic of the response: by name (v4-12) or id (v13+).
@@ -102,7 +117,18 @@ pub fn encode_response(
                 }
                 None => put_bytes_len(buf, 0, flex),
             }
-            put_no_tags(f.buf(), flex);
+            match p.diverging_epoch {
+                Some((epoch, end_offset)) if flex => {
+                    let buf = f.buf();
+                    put_uvarint(buf, 1); // one tagged field: diverging_epoch, tag 0
+                    put_uvarint(buf, 0);
+                    put_uvarint(buf, 4 + 8 + 1);
+                    buf.put_i32(epoch);
+                    buf.put_i64(end_offset);
+                    put_no_tags(buf, flex);
+                }
+                _ => put_no_tags(f.buf(), flex),
+            }
         }
         put_no_tags(f.buf(), flex);
     }
@@ -118,6 +144,7 @@ struct Wanted {
     fetch_offset: i64,
     max_bytes: usize,
     current_leader_epoch: i32,
+    last_fetched_epoch: i32,
 }
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
@@ -162,9 +189,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 fetch_offset: fp.fetch_offset,
                 max_bytes: fp.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: if v >= 9 { fp.current_leader_epoch } else { -1 },
+                last_fetched_epoch: if v >= 12 { fp.last_fetched_epoch } else { -1 },
             });
         }
     }
+    let replica_id = if v >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    // Negative ids are consumers (-1), Kafka's debugging consumer (-2) and so on.
+    let replica = (replica_id >= 0).then_some(replica_id);
     let max_bytes = req.max_bytes.max(0) as usize;
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
@@ -175,7 +210,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 p.add_waiter(&waiter);
             }
         }
-        let (outs, bytes, errors) = read_all(&wanted, max_bytes);
+        let (outs, bytes, errors) = read_all(&wanted, max_bytes, replica);
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline;
         if done {
             for t in &mut topics {
@@ -190,8 +225,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     }
 }
 
-/// Reads every wanted partition; returns the outputs, bytes found and whether any errored.
-fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionOut>, usize, bool) {
+/// Reads every wanted partition, for a consumer or for follower `replica`; returns the
+/// outputs, bytes found and whether any errored.
+fn read_all(
+    wanted: &[Wanted],
+    max_bytes: usize,
+    replica: Option<i32>,
+) -> (Vec<PartitionOut>, usize, bool) {
     let mut outs = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut errors = false;
@@ -203,39 +243,75 @@ fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionOut>, usize, b
             last_stable_offset: -1,
             log_start_offset: -1,
             records: None,
+            diverging_epoch: None,
         };
-        match &w.partition {
-            Err(code) => {
-                out.error_code = *code;
-                errors = true;
-            }
+        let p = match &w.partition {
+            Err(code) => Err(*code),
             Ok(p) => {
-                let read = p.check_epoch(w.current_leader_epoch).and_then(|_| {
-                    let limit = w.max_bytes.min(max_bytes.saturating_sub(total));
-                    p.read(w.fetch_offset, limit, total == 0)
-                });
-                match read {
-                    Ok(slice) => {
-                        out.high_watermark = p.high_watermark();
-                        out.last_stable_offset = out.high_watermark;
-                        out.log_start_offset = p.log_start_offset();
-                        if let Some(file) = slice.file
-                            && slice.len > 0
-                        {
-                            total += slice.len;
-                            out.records = Some((file, slice.position, slice.len));
-                        }
-                    }
-                    Err(e) => {
-                        out.error_code = super::errors::partition_error_code(&e);
-                        errors = true;
-                    }
+                let limit = w.max_bytes.min(max_bytes.saturating_sub(total));
+                read_one(p, w, limit, total == 0, replica)
+                    .map(|read| (p, read))
+                    .map_err(|e| super::errors::partition_error_code(&e))
+            }
+        };
+        match p {
+            Ok((p, (slice, diverging))) => {
+                out.high_watermark = p.high_watermark();
+                out.last_stable_offset = out.high_watermark;
+                out.log_start_offset = p.log_start_offset();
+                out.diverging_epoch = diverging;
+                if let Some(file) = slice.file
+                    && slice.len > 0
+                {
+                    total += slice.len;
+                    out.records = Some((file, slice.position, slice.len));
                 }
+            }
+            Err(code) => {
+                out.error_code = code;
+                errors = true;
             }
         }
         outs.push(out);
     }
     (outs, total, errors)
+}
+
+type Read = (crate::cluster::partition::FetchSlice, Option<(i32, i64)>);
+
+/// One partition's read: a follower's up to the log end (recording its fetch offset), a
+/// consumer's up to the high watermark; none when the fetcher's log diverges.
+fn read_one(
+    p: &Partition,
+    w: &Wanted,
+    limit: usize,
+    min_one_batch: bool,
+    replica: Option<i32>,
+) -> Result<Read, crate::cluster::PartitionError> {
+    if let Some(replica) = replica {
+        let fetch = FollowerFetch {
+            offset: w.fetch_offset,
+            max_bytes: limit,
+            min_one_batch,
+            current_leader_epoch: w.current_leader_epoch,
+            last_fetched_epoch: w.last_fetched_epoch,
+        };
+        let read = p.read_for_follower(replica, &fetch, now_ms())?;
+        if let Some(isr) = &read.isr_expansion {
+            tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR expansion proposed");
+        }
+        return Ok((read.slice, read.diverging));
+    }
+    p.check_epoch(w.current_leader_epoch)?;
+    if let Some(d) = p.diverging_epoch(w.last_fetched_epoch, w.fetch_offset)? {
+        let none = crate::cluster::partition::FetchSlice {
+            file: None,
+            position: 0,
+            len: 0,
+        };
+        return Ok((none, Some(d)));
+    }
+    Ok((p.read(w.fetch_offset, limit, min_one_batch)?, None))
 }
 
 #[cfg(test)]
@@ -285,6 +361,7 @@ mod tests {
                         last_stable_offset: 42,
                         log_start_offset: 3,
                         records: Some((file.clone(), 5, payload.len())),
+                        diverging_epoch: None,
                     },
                     PartitionOut {
                         index: 1,
@@ -293,6 +370,7 @@ mod tests {
                         last_stable_offset: -1,
                         log_start_offset: -1,
                         records: None,
+                        diverging_epoch: Some((3, 120)),
                     },
                 ],
             }];
@@ -336,6 +414,10 @@ mod tests {
                 p1.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
             }
             p1.records = Some(Bytes::new());
+            if v >= 12 {
+                p1.diverging_epoch.epoch = 3;
+                p1.diverging_epoch.end_offset = 120;
+            }
             t.partitions = vec![p0, p1];
             r.responses = vec![t];
             r.encode(&mut expected, v).unwrap();

@@ -27,6 +27,7 @@ pub mod find_coordinator;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod wire;
 
@@ -88,6 +89,7 @@ pub static APIS: &[ApiSpec] = &[
     // issue 4: producer
     init_producer_id::SPEC,
     describe_configs::SPEC,
+    offset_for_leader_epoch::SPEC,
     // Consumer groups (issue 3).
     offset_commit::SPEC,
     offset_fetch::SPEC,

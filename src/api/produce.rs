@@ -5,20 +5,33 @@
 //! (kafka-protocol cannot decode them either). Batches are validated (magic 2, CRC, size
 //! against max.message.bytes) and stored as they came, with only base offset and partition
 //! leader epoch patched (and the LogAppendTime fields for such topics).
-//! acks=0 gets no response; acks=1 and acks=-1 are answered after the append (on a cluster of
-//! one the ISR is the leader). From v13 topics are named by id.
+//! acks=0 gets no response; acks=1 is answered after the append.
+//!
+//! acks=-1 (all), as Kafka's ReplicaManager and DelayedProduce: a partition whose ISR is
+//! smaller than the effective min.insync.replicas (the topic's or the broker's, capped at the
+//! replication factor) answers NOT_ENOUGH_REPLICAS and nothing is written; otherwise the
+//! response waits until every appended partition's high watermark passes its last offset,
+//! for at most the request's timeout_ms (then REQUEST_TIMED_OUT for the partitions still
+//! waiting; their records stay written). A partition whose ISR shrank below min.insync.replicas
+//! by then answers NOT_ENOUGH_REPLICAS_AFTER_APPEND, one whose leadership moved
+//! NOT_LEADER_OR_FOLLOWER. On a cluster of one the ISR is the leader, so the high watermark
+//! passes at the append. From v13 topics are named by id.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::{ApiSpec, RequestCtx};
 use crate::broker::{Broker, now_ms};
-use crate::cluster::PartitionError;
+use crate::cluster::replication::AckStatus;
+use crate::cluster::{Partition, PartitionError};
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -41,6 +54,16 @@ fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
     r
 }
 
+/// An acks=all partition waiting for its high watermark: where its answer is in the response.
+struct Pending {
+    topic: usize,
+    index: usize,
+    partition: Arc<Partition>,
+    /// The high watermark that acknowledges the append (its last offset + 1).
+    required: i64,
+    leader_epoch: i32,
+}
+
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     if ctx.version < MIN_SERVED {
         anyhow::bail!(
@@ -54,6 +77,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let acks = req.acks;
     let mut resp = ProduceResponse::default();
     let mut scratch = BytesMut::new();
+    let mut pending = Vec::new();
     for td in req.topic_data {
         let topic = if v >= 13 {
             b.controller.topic_by_id(&td.topic_id)
@@ -66,71 +90,279 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         } else {
             tr.name = td.name.clone();
         }
+        let unknown = if v >= 13 {
+            ResponseError::UnknownTopicId.code()
+        } else {
+            ResponseError::UnknownTopicOrPartition.code()
+        };
         for pd in td.partition_data {
-            let unknown = if v >= 13 {
-                ResponseError::UnknownTopicId.code()
-            } else {
-                ResponseError::UnknownTopicOrPartition.code()
+            let slot = tr.partition_responses.len();
+            let mut done = |r: PartitionProduceResponse| tr.partition_responses.push(r);
+            if !matches!(acks, -1..=1) {
+                done(partition_result(
+                    pd.index,
+                    ResponseError::InvalidRequiredAcks.code(),
+                ));
+                continue;
+            }
+            let Some((t, p)) = topic
+                .as_ref()
+                .and_then(|t| t.partitions.get(pd.index as usize).map(|p| (t, p)))
+            else {
+                done(partition_result(pd.index, unknown));
+                continue;
             };
-            let result = if !matches!(acks, -1..=1) {
-                partition_result(pd.index, ResponseError::InvalidRequiredAcks.code())
-            } else {
-                match topic
-                    .as_ref()
-                    .and_then(|t| t.partitions.get(pd.index as usize).map(|p| (t, p)))
-                {
-                    None => partition_result(pd.index, unknown),
-                    Some((t, p)) => {
-                        let eff = &t.effective;
-                        let records = pd.records.unwrap_or_default();
-                        if acks == -1
-                            && (p.replica_state().isr.len() as i32) < eff.min_insync_replicas
-                        {
-                            partition_result(pd.index, ResponseError::NotEnoughReplicas.code())
-                        } else {
-                            // The log patches offsets in place; the request buffer is shared, so
-                            // the batches are moved into a reusable scratch buffer first.
-                            scratch.clear();
-                            scratch.extend_from_slice(&records);
-                            let append_time = eff.log_append_time.then(now_ms);
-                            match p.append_as_leader(
-                                &mut scratch,
-                                append_time,
-                                eff.max_message_bytes,
-                            ) {
-                                Ok(info) => {
-                                    let mut r = partition_result(pd.index, 0);
-                                    r.base_offset = info.first_offset;
-                                    r.log_append_time_ms = info.log_append_time;
-                                    r.log_start_offset = p.log_start_offset();
-                                    r
-                                }
-                                Err(e) => {
-                                    let mut r = partition_result(
-                                        pd.index,
-                                        super::errors::partition_error_code(&e),
-                                    );
-                                    if v >= 8 {
-                                        let msg = match &e {
-                                            PartitionError::Append(a) => Some(a.to_string()),
-                                            PartitionError::Producer(p) => Some(p.to_string()),
-                                            _ => None,
-                                        };
-                                        r.error_message = msg.map(StrBytes::from_string);
-                                    }
-                                    r
-                                }
-                            }
-                        }
+            let eff = &t.effective;
+            // The log patches offsets in place; the request buffer is shared, so the batches
+            // are moved into a reusable scratch buffer first.
+            scratch.clear();
+            scratch.extend_from_slice(&pd.records.unwrap_or_default());
+            let append_time = eff.log_append_time.then(now_ms);
+            match p.append_with_acks(&mut scratch, append_time, eff.max_message_bytes, acks) {
+                Ok(a) => {
+                    let mut r = partition_result(pd.index, 0);
+                    r.base_offset = a.info.first_offset;
+                    r.log_append_time_ms = a.info.log_append_time;
+                    r.log_start_offset = p.log_start_offset();
+                    if acks == -1 {
+                        pending.push(Pending {
+                            topic: resp.responses.len(),
+                            index: slot,
+                            partition: p.clone(),
+                            required: a.info.last_offset + 1,
+                            leader_epoch: a.leader_epoch,
+                        });
                     }
+                    done(r);
                 }
-            };
-            tr.partition_responses.push(result);
+                Err(e) => {
+                    let mut r = partition_result(pd.index, super::errors::partition_error_code(&e));
+                    if v >= 8 {
+                        r.error_message =
+                            error_message(&e, t.name.as_ref(), pd.index).map(StrBytes::from_string);
+                    }
+                    done(r);
+                }
+            }
         }
         resp.responses.push(tr);
     }
     if acks == 0 {
         return Ok(None);
     }
+    wait_for_acks(&mut resp, pending, req.timeout_ms).await;
     super::respond(&ctx, &resp)
+}
+
+fn error_message(e: &PartitionError, topic: &str, index: i32) -> Option<String> {
+    match e {
+        PartitionError::Append(a) => Some(a.to_string()),
+        PartitionError::Producer(p) => Some(p.to_string()),
+        PartitionError::NotEnoughReplicas { isr, min_isr } => Some(format!(
+            "The size of the current ISR {isr:?} is insufficient to satisfy the min.isr \
+             requirement of {min_isr} for partition {topic}-{index}"
+        )),
+        _ => None,
+    }
+}
+
+/// Waits until each pending acks=all partition may be answered, or `timeout_ms` passed,
+/// and sets its error in the response accordingly.
+async fn wait_for_acks(resp: &mut ProduceResponse, mut pending: Vec<Pending>, timeout_ms: i32) {
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
+    while !pending.is_empty() {
+        let waiter = Arc::new(Notify::new());
+        for w in &pending {
+            w.partition.add_waiter(&waiter);
+        }
+        pending.retain(|w| {
+            let code = match w.partition.ack_status(w.required, w.leader_epoch) {
+                Ok(AckStatus::Waiting) => return true,
+                Ok(AckStatus::Done) => return false,
+                Ok(AckStatus::NotEnoughReplicasAfterAppend) => {
+                    ResponseError::NotEnoughReplicasAfterAppend.code()
+                }
+                Err(e) => super::errors::partition_error_code(&e),
+            };
+            resp.responses[w.topic].partition_responses[w.index].error_code = code;
+            false
+        });
+        if pending.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for w in &pending {
+                resp.responses[w.topic].partition_responses[w.index].error_code =
+                    ResponseError::RequestTimedOut.code();
+            }
+            break;
+        }
+        let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! acks=all against partitions with followers, driven through the handler: the follower
+    //! side is played by calling the partition's leader-state methods, as fetches would.
+
+    use std::collections::BTreeMap;
+
+    use bytes::Buf;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader, TopicName};
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+    use crate::cluster::controller::NewTopic;
+    use crate::cluster::metadata::PartitionRecord;
+    use crate::config::BrokerConfig;
+    use crate::log::batch::test_support::simple_batch;
+
+    struct Fixture {
+        broker: Arc<Broker>,
+        partition: Arc<Partition>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Topic `t` (min.insync.replicas=2) whose partition 0 this node leads with `replicas`
+    /// assigned and `isr` in sync.
+    async fn fixture(replicas: &[i32], isr: &[i32]) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            BrokerConfig::from_pairs(vec![("log.dirs".into(), dir.path().display().to_string())])
+                .unwrap();
+        let broker = Broker::open(config).unwrap();
+        let topic = broker
+            .controller
+            .create_topic(NewTopic {
+                name: "t".into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                configs: BTreeMap::from([("min.insync.replicas".into(), "2".into())]),
+            })
+            .await
+            .unwrap();
+        let partition = topic.partitions[0].clone();
+        let record = PartitionRecord {
+            leader_epoch: 1,
+            partition_epoch: 1,
+            ..PartitionRecord::for_test(replicas, isr, 1)
+        };
+        assert!(partition.become_leader(&record, now_ms()).unwrap());
+        Fixture {
+            broker,
+            partition,
+            _dir: dir,
+        }
+    }
+
+    /// Sends a Produce v9 of one 2-record batch to t-0; returns (error, base offset).
+    async fn produce(b: &Arc<Broker>, acks: i16, timeout_ms: i32) -> (i16, i64) {
+        let mut pd = PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(Bytes::from(simple_batch(2, 1000, 10)));
+        let mut td = TopicProduceData::default();
+        td.name = TopicName(StrBytes::from_static_str("t"));
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = acks;
+        req.timeout_ms = timeout_ms;
+        req.topic_data = vec![td];
+        let mut frame = BytesMut::new();
+        let mut h = RequestHeader::default();
+        h.request_api_key = ApiKey::Produce as i16;
+        h.request_api_version = 9;
+        h.correlation_id = 5;
+        h.encode(&mut frame, ApiKey::Produce.request_header_version(9))
+            .unwrap();
+        req.encode(&mut frame, 9).unwrap();
+        let resp = crate::api::dispatch(b, frame.freeze())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut body = Bytes::from(resp.to_vec().unwrap());
+        body.advance(4);
+        ResponseHeader::decode(&mut body, ApiKey::Produce.response_header_version(9)).unwrap();
+        let r = ProduceResponse::decode(&mut body, 9).unwrap();
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    }
+
+    fn code(e: ResponseError) -> i16 {
+        e.code()
+    }
+
+    #[tokio::test]
+    async fn below_min_isr_acks_all_is_refused_and_nothing_written() {
+        let f = fixture(&[1, 2], &[1]).await;
+        let (err, _) = produce(&f.broker, -1, 1000).await;
+        assert_eq!(err, code(ResponseError::NotEnoughReplicas));
+        assert_eq!(f.partition.log_end_offset(), 0);
+        // acks=1 is written (and not exposed while the partition is under min ISR).
+        assert_eq!(produce(&f.broker, 1, 1000).await, (0, 0));
+        assert_eq!(f.partition.log_end_offset(), 2);
+        assert_eq!(f.partition.high_watermark(), 0);
+    }
+
+    #[tokio::test]
+    async fn acks_all_waits_for_the_follower_or_times_out() {
+        let f = fixture(&[1, 2], &[1, 2]).await;
+        // Nobody fetches: the request's timeout answers, the records stay written.
+        let (err, base) = produce(&f.broker, -1, 50).await;
+        assert_eq!((err, base), (code(ResponseError::RequestTimedOut), 0));
+        assert_eq!(f.partition.log_end_offset(), 2);
+        // The follower fetches from the log end while the produce waits.
+        let b = f.broker.clone();
+        let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
+        while f.partition.log_end_offset() < 4 {
+            tokio::task::yield_now().await;
+        }
+        f.partition.on_follower_fetch(2, 4, now_ms()).unwrap();
+        assert_eq!(waiting.await.unwrap(), (0, 2));
+        assert_eq!(f.partition.high_watermark(), 4);
+    }
+
+    #[tokio::test]
+    async fn isr_shrink_or_leadership_loss_while_waiting() {
+        let f = fixture(&[1, 2], &[1, 2]).await;
+        let b = f.broker.clone();
+        let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
+        while f.partition.log_end_offset() < 2 {
+            tokio::task::yield_now().await;
+        }
+        // The follower gets the records, then the controller drops it from the ISR, before
+        // the waiting produce runs again.
+        f.partition.on_follower_fetch(2, 2, now_ms()).unwrap();
+        let shrunk = PartitionRecord {
+            leader_epoch: 1,
+            partition_epoch: 2,
+            ..PartitionRecord::for_test(&[1, 2], &[1], 1)
+        };
+        assert!(f.partition.on_committed(&shrunk));
+        assert_eq!(
+            waiting.await.unwrap(),
+            (code(ResponseError::NotEnoughReplicasAfterAppend), 0)
+        );
+        // Back in the ISR; a produce waits, and this broker stops leading.
+        let grown = PartitionRecord {
+            leader_epoch: 1,
+            partition_epoch: 3,
+            ..PartitionRecord::for_test(&[1, 2], &[1, 2], 1)
+        };
+        assert!(f.partition.on_committed(&grown));
+        let b = f.broker.clone();
+        let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
+        while f.partition.log_end_offset() < 4 {
+            tokio::task::yield_now().await;
+        }
+        assert!(f.partition.become_follower(2, 2).unwrap());
+        assert_eq!(
+            waiting.await.unwrap(),
+            (code(ResponseError::NotLeaderOrFollower), 2)
+        );
+        // And a follower takes no produce at all.
+        let (err, _) = produce(&f.broker, 1, 1000).await;
+        assert_eq!(err, code(ResponseError::NotLeaderOrFollower));
+    }
 }

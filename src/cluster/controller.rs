@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use super::checkpoints::LogDirCheckpoints;
 use super::control::new_partitions;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, EffectiveTopicConfig};
@@ -64,6 +65,8 @@ pub struct Controller {
     pub cluster_id: String,
     /// `.lock` of every log dir, held while this controller (the broker) lives.
     _dir_locks: Vec<DirLock>,
+    /// The log dirs' high watermark and recovery point checkpoints.
+    pub checkpoints: LogDirCheckpoints,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -130,6 +133,7 @@ impl Controller {
             writer: tokio::sync::Mutex::new(()),
             cluster_id,
             _dir_locks: dir_locks,
+            checkpoints: LogDirCheckpoints::load(&config)?,
         };
         let stored = ctl.read_metadata_file()?;
         let fresh_dirs = stored.is_empty();
@@ -276,22 +280,24 @@ impl Controller {
         let dir = self.partition_dir(name, index, new_dir);
         fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_partition_metadata(&dir, id)?;
-        let log = Log::open(&dir, effective.log.clone(), needs_recovery)
-            .with_context(|| format!("cannot open log {}", dir.display()))?;
+        let recovery_point = self.checkpoints.recovery_point(&dir, name, index);
+        let log = Log::open_from_recovery_point(
+            &dir,
+            effective.log.clone(),
+            needs_recovery,
+            Some(recovery_point),
+        )
+        .with_context(|| format!("cannot open log {}", dir.display()))?;
         let state = ReplicaState {
             leader: node,
             leader_epoch: 0,
             replicas: vec![node],
             isr: vec![node],
         };
-        Ok(Arc::new(Partition::new(
-            name.clone(),
-            index,
-            id,
-            node,
-            log,
-            state,
-        )))
+        let hw = self.checkpoints.high_watermark(&dir, name, index);
+        let p = Partition::new(name.clone(), index, id, node, log, state, hw);
+        p.set_min_insync_replicas(effective.min_insync_replicas);
+        Ok(Arc::new(p))
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
@@ -520,9 +526,13 @@ impl Controller {
         }
     }
 
-    /// Flushes and closes every log, then marks each log dir as cleanly shut down.
+    /// Checkpoints the high watermarks, flushes and closes every log, checkpoints the
+    /// recovery points (now the log ends), then marks each log dir as cleanly shut down.
     pub fn shutdown(&self) -> Result<()> {
-        let mut ok = true;
+        let mut ok = self
+            .checkpoints
+            .write_high_watermarks(&self.topics())
+            .is_ok();
         for t in self.topics() {
             for p in &t.partitions {
                 if let Err(e) = p.close() {
@@ -531,6 +541,10 @@ impl Controller {
                 }
             }
         }
+        ok &= self
+            .checkpoints
+            .write_recovery_points(&self.topics())
+            .is_ok();
         if ok {
             for dir in &self.config.log_dirs {
                 let marker = dir.join(CLEAN_SHUTDOWN);

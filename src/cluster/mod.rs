@@ -7,6 +7,7 @@
 //! decisions) and `replication` (a partition leader's ISR and high watermark, a follower's
 //! truncation point).
 
+pub mod checkpoints;
 pub mod control;
 pub mod controller;
 pub mod metadata;

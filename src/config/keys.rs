@@ -141,6 +141,7 @@ pub const ACTED: &[&str] = &[
     "log.dirs",
     "log.flush.interval.messages",
     "log.flush.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
     "log.index.interval.bytes",
     "log.index.size.max.bytes",
     "log.message.timestamp.type",
@@ -162,6 +163,7 @@ pub const ACTED: &[&str] = &[
     "offsets.topic.num.partitions",
     "producer.id.expiration.check.interval.ms",
     "producer.id.expiration.ms",
+    "replica.high.watermark.checkpoint.interval.ms",
     "socket.request.max.bytes",
 ];
 

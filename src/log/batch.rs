@@ -642,6 +642,17 @@ pub(crate) mod test_support {
         batch_with(Compression::None, &vec![ts; n], value_len)
     }
 
+    /// [`simple_batch`] of `n` records from producer `pid`/`epoch` starting at sequence `seq`.
+    pub fn idempotent_batch(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+        let mut b = simple_batch(n, 1_000, 10);
+        b[43..51].copy_from_slice(&pid.to_be_bytes());
+        b[51..53].copy_from_slice(&epoch.to_be_bytes());
+        b[53..57].copy_from_slice(&seq.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
     /// Records section of [`ZSTD_BATCH_TIMESTAMPS`] (value "zz" each), as compressed
     /// into [`ZSTD_RECORDS`].
     pub fn zstd_source_records() -> Vec<u8> {

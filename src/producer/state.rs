@@ -459,19 +459,9 @@ fn read_snapshot(path: &Path) -> Result<HashMap<i64, Entry>, String> {
 mod tests {
     use super::*;
     use crate::log::LogConfig;
-    use crate::log::batch::compute_crc;
     use crate::log::batch::test_support::simple_batch;
 
-    /// A batch of `n` records from producer `pid`/`epoch` starting at sequence `seq`.
-    fn idem_batch(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
-        let mut b = simple_batch(n, 1_000, 10);
-        b[43..51].copy_from_slice(&pid.to_be_bytes());
-        b[51..53].copy_from_slice(&epoch.to_be_bytes());
-        b[53..57].copy_from_slice(&seq.to_be_bytes());
-        let crc = compute_crc(&b);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
-        b
-    }
+    use crate::log::batch::test_support::idempotent_batch as idem_batch;
 
     fn header(b: &[u8]) -> BatchHeader {
         BatchHeader::parse(b, 0).unwrap()

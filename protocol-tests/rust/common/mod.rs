@@ -347,3 +347,30 @@ pub fn fetch_one(
     r.replica_id = BrokerId(-1);
     c.call(ApiKey::Fetch, version, &r)
 }
+
+/// A CreateTopics request for one topic with these configs.
+pub fn create_topic_request(
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
+) -> kafka_protocol::messages::CreateTopicsRequest {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let mut t = CreatableTopic::default();
+    t.name = kafka_protocol::messages::TopicName(StrBytes::from_string(topic.to_string()));
+    t.num_partitions = partitions;
+    t.replication_factor = replication_factor;
+    t.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            let mut c = CreatableTopicConfig::default();
+            c.name = StrBytes::from_string(k.to_string());
+            c.value = Some(StrBytes::from_string(v.to_string()));
+            c
+        })
+        .collect();
+    let mut r = kafka_protocol::messages::CreateTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 5000;
+    r
+}

@@ -207,22 +207,35 @@ impl ActiveController {
         ))
     }
 
-    /// Time passed: brokers whose session expired are fenced and their leaderships move.
+    /// Time passed: brokers whose session expired are fenced and their leaderships move. Each
+    /// broker's changes are decided on the image as the previous one's leave it, so that two
+    /// brokers expiring at once make consistent changes.
     pub fn tick(&mut self, img: &MetadataImage, now: i64) -> Vec<MetadataRecord> {
+        let expired: Vec<(i32, u64)> = img
+            .brokers
+            .iter()
+            .filter(|(_, b)| !b.fenced)
+            .filter(|(id, _)| {
+                // A broker this controller has not heard from yet gets a full session from now.
+                let last = *self.last_contact.entry(**id).or_insert(now);
+                now - last >= self.cfg.session_timeout_ms
+            })
+            .map(|(id, b)| (*id, b.epoch))
+            .collect();
         let mut records = Vec::new();
-        for (id, b) in &img.brokers {
-            if b.fenced {
-                continue;
+        let mut view: Option<MetadataImage> = None;
+        for (id, epoch) in expired {
+            let current = view.as_ref().unwrap_or(img);
+            let mut these = self.elections_after(current, id, false);
+            these.push(MetadataRecord::FenceBroker {
+                broker_id: id,
+                epoch,
+            });
+            let v = view.get_or_insert_with(|| img.clone());
+            for r in &these {
+                v.apply(v.offset, r);
             }
-            // A broker this controller has not heard from yet gets a full session from now.
-            let last = *self.last_contact.entry(*id).or_insert(now);
-            if now - last >= self.cfg.session_timeout_ms {
-                records.extend(self.elections_after(img, *id, false));
-                records.push(MetadataRecord::FenceBroker {
-                    broker_id: *id,
-                    epoch: b.epoch,
-                });
-            }
+            records.extend(these);
         }
         records
     }

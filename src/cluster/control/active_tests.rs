@@ -178,6 +178,21 @@ fn session_expiry_fences_and_moves_leadership() {
 }
 
 #[test]
+fn two_sessions_expiring_at_once_leave_the_leader_in_the_isr() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 1, 3);
+    assert_eq!(c.part(id, 0).leader, 1);
+    c.now += SESSION / 2;
+    c.heartbeat(3, false, false);
+    c.now += SESSION / 2 + 1;
+    // 1 (the leader) and 2 expire in the same tick: 3 leads, alone in the ISR.
+    let records = c.ctl.tick(&c.img, c.now);
+    c.commit(records);
+    let p = c.part(id, 0);
+    assert_eq!((p.leader, &p.isr), (3, &vec![3]), "{p:?}");
+}
+
+#[test]
 fn a_live_broker_id_cannot_register_twice() {
     let mut c = Cluster::new(&[1]);
     let reg = BrokerRegistration {

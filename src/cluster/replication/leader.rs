@@ -10,7 +10,12 @@
 //!   leader epoch is added. One change is in flight at a time; the high watermark is computed
 //!   over the committed ISR plus the members of the change in flight (the "maximal" ISR), so
 //!   it never counts on a replica the controller might still hold in the ISR.
-//! - high watermark = min log end offset over the maximal ISR; it never goes back.
+//! - high watermark = min log end offset over the maximal ISR; it never goes back, and it
+//!   does not move while the committed ISR is smaller than the effective min.insync.replicas
+//!   (Kafka 4's rule: an under-min-ISR partition accepts acks=1 writes but exposes none).
+//! - The effective min.insync.replicas is the configured one, but never more than the replicas
+//!   assigned (Kafka's `effectiveMinIsr`): a topic with a replication factor of 1 and
+//!   min.insync.replicas=2 takes acks=all writes.
 //!
 //! Pure: the partition feeds it events with the time and carries out what it returns.
 
@@ -50,6 +55,8 @@ pub struct LeaderState {
     epoch_start_offset: i64,
     followers: BTreeMap<i32, Progress>,
     high_watermark: i64,
+    /// min.insync.replicas as configured (1 until set).
+    min_isr: usize,
 }
 
 impl LeaderState {
@@ -84,7 +91,28 @@ impl LeaderState {
             epoch_start_offset: leo,
             followers,
             high_watermark: hw.min(leo),
+            min_isr: 1,
         }
+    }
+
+    /// Sets min.insync.replicas (the topic's, or the broker default).
+    pub fn set_min_insync_replicas(&mut self, n: usize) {
+        self.min_isr = n.max(1);
+    }
+
+    /// min.insync.replicas, capped at the number of assigned replicas.
+    pub fn effective_min_isr(&self) -> usize {
+        self.min_isr.min(self.replicas.len()).max(1)
+    }
+
+    /// The committed ISR is smaller than the effective min.insync.replicas.
+    pub fn is_under_min_isr(&self) -> bool {
+        self.isr.len() < self.effective_min_isr()
+    }
+
+    /// Whether `replica` is one of this partition's followers (an assigned replica, not us).
+    pub fn is_follower(&self, replica: i32) -> bool {
+        self.followers.contains_key(&replica)
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -113,6 +141,9 @@ impl LeaderState {
 
     /// Recomputes the high watermark; true if it advanced.
     fn update_high_watermark(&mut self, leader_leo: i64) -> bool {
+        if self.is_under_min_isr() {
+            return false;
+        }
         let hw = self
             .maximal_isr()
             .iter()
@@ -234,16 +265,16 @@ impl LeaderState {
         self.pending = None;
     }
 
-    /// Before an acks=all append: may it be written at all?
-    pub fn enough_replicas(&self, min_isr: usize) -> bool {
-        self.isr.len() >= min_isr
+    /// Before an acks=all append: may it be written at all? (NOT_ENOUGH_REPLICAS if not.)
+    pub fn enough_replicas(&self) -> bool {
+        !self.is_under_min_isr()
     }
 
     /// Whether an acks=all produce ending before offset `required` may be answered.
-    pub fn ack_status(&self, required: i64, min_isr: usize) -> AckStatus {
+    pub fn ack_status(&self, required: i64) -> AckStatus {
         if self.high_watermark < required {
             AckStatus::Waiting
-        } else if self.maximal_isr().len() >= min_isr {
+        } else if self.maximal_isr().len() >= self.effective_min_isr() {
             AckStatus::Done
         } else {
             AckStatus::NotEnoughReplicasAfterAppend
@@ -274,9 +305,54 @@ mod tests {
         // A follower that truncated and fetches from lower does not move it back.
         l.on_follower_fetch(3, 2, 10, 2);
         assert_eq!(l.high_watermark(), 6);
-        assert_eq!(l.ack_status(7, 2), AckStatus::Waiting);
-        assert_eq!(l.ack_status(6, 2), AckStatus::Done);
-        assert_eq!(l.ack_status(6, 4), AckStatus::NotEnoughReplicasAfterAppend);
+        l.set_min_insync_replicas(2);
+        assert_eq!(l.ack_status(7), AckStatus::Waiting);
+        assert_eq!(l.ack_status(6), AckStatus::Done);
+        // Both followers drop out of the ISR after the batch reached them: answered, but
+        // NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        let mut shrunk = part(&[1, 2, 3], &[1]);
+        shrunk.partition_epoch = 11;
+        l.on_committed(&shrunk, 10);
+        assert_eq!(l.ack_status(6), AckStatus::NotEnoughReplicasAfterAppend);
+        assert!(!l.enough_replicas());
+    }
+
+    #[test]
+    fn min_isr_is_capped_at_the_replication_factor() {
+        let mut l = LeaderState::new(1, &part(&[1], &[1]), 0, 0, 0);
+        l.set_min_insync_replicas(2);
+        assert_eq!(l.effective_min_isr(), 1);
+        assert!(l.enough_replicas());
+        assert!(l.on_local_append(5));
+        assert_eq!(l.ack_status(5), AckStatus::Done);
+    }
+
+    #[test]
+    fn under_min_isr_the_high_watermark_stays() {
+        let mut l = LeaderState::new(1, &part(&[1, 2], &[1]), 4, 4, 0);
+        l.set_min_insync_replicas(2);
+        assert!(!l.enough_replicas());
+        assert!(!l.on_local_append(10), "acks=1 writes are not exposed");
+        assert_eq!(l.high_watermark(), 4);
+        // 2 catches up and is proposed; the high watermark waits for the commit.
+        let (advanced, expand) = l.on_follower_fetch(2, 10, 10, 1);
+        assert!(!advanced);
+        assert_eq!(expand, Some(vec![1, 2]));
+        let mut grown = part(&[1, 2], &[1, 2]);
+        grown.partition_epoch = 11;
+        assert!(l.on_committed(&grown, 10));
+        assert_eq!(l.high_watermark(), 10);
+        assert!(l.enough_replicas());
+    }
+
+    #[test]
+    fn only_assigned_followers_count() {
+        let mut l = LeaderState::new(1, &part(&[1, 2], &[1, 2]), 0, 0, 0);
+        assert!(l.is_follower(2));
+        assert!(!l.is_follower(1), "the leader is not its own follower");
+        assert!(!l.is_follower(7));
+        assert_eq!(l.on_follower_fetch(7, 0, 0, 1), (false, None));
+        assert_eq!(l.progress(7), None);
     }
 
     #[test]

@@ -205,9 +205,9 @@ impl World {
         }
         let leo = br.leo();
         br.epochs.assign(p.leader_epoch, leo);
-        br.role = Role::Leader(Box::new(LeaderState::new(
-            b as i32, p, leo, br.hw, self.now,
-        )));
+        let mut ls = LeaderState::new(b as i32, p, leo, br.hw, self.now);
+        ls.set_min_insync_replicas(MIN_ISR);
+        br.role = Role::Leader(Box::new(ls));
         self.after_leader_progress(b);
     }
 
@@ -351,7 +351,7 @@ impl World {
     pub(super) fn on_produce(&mut self, b: usize, value: u64) {
         let br = &mut self.brokers[b];
         let epoch = match &br.role {
-            Role::Leader(ls) if ls.enough_replicas(MIN_ISR) => ls.leader_epoch,
+            Role::Leader(ls) if ls.enough_replicas() => ls.leader_epoch,
             _ => {
                 self.send(
                     b,
@@ -387,8 +387,8 @@ impl World {
         ls.on_local_append(leo);
         let hw = ls.high_watermark();
         let mut replies = Vec::new();
-        br.waiting.retain(
-            |&(required, value, offset)| match ls.ack_status(required, MIN_ISR) {
+        br.waiting
+            .retain(|&(required, value, offset)| match ls.ack_status(required) {
                 AckStatus::Waiting => true,
                 AckStatus::Done => {
                     replies.push((value, Ok(offset)));
@@ -398,8 +398,7 @@ impl World {
                     replies.push((value, Err(())));
                     false
                 }
-            },
-        );
+            });
         self.raise_hw(b, hw);
         for (value, result) in replies {
             self.send(b, PRODUCER, Msg::ProduceReply { value, result });

@@ -381,6 +381,16 @@ impl Log {
         self.epochs.cache.latest_epoch()
     }
 
+    /// A new leader epoch starts at the log end (Kafka's `maybeAssignEpochStartOffset`): a
+    /// leader records its epoch when elected, so OffsetForLeaderEpoch knows it before anything
+    /// is written in it and a follower that wrote in a later epoch can still truncate. An epoch
+    /// at or below the latest is ignored. The file is written at the next flush, roll or close.
+    pub fn assign_epoch_start(&mut self, epoch: i32) {
+        if self.epochs.cache.assign(epoch, self.log_end_offset) {
+            self.epochs_dirty = true;
+        }
+    }
+
     /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and where it ends.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
         self.epochs.cache.end_offset_for(epoch, self.log_end_offset)

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -19,10 +20,12 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.LogTruncationException;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -38,6 +41,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>{@code kill9}: the same while the broker is killed with SIGKILL and restarted
  *       ($BROKER_CTL kill9; $BROKER_CTL start) mid-stream; every acknowledged record must be in
  *       the topic exactly once and in order.
+ *   <li>{@code min-insync-above-rf}: a topic with min.insync.replicas=2 and one replica takes
+ *       acks=all and acks=1 writes (Kafka caps min.insync.replicas at the replication factor).
+ *   <li>{@code offset-validation}: seeks carrying a leader epoch are validated with
+ *       OffsetsForLeaderEpoch (KIP-320): a position inside the epoch is read from, one past the
+ *       epoch's end raises LogTruncationException naming that end, as does an epoch the log
+ *       never had (with auto.offset.reset=none).
  * </ul>
  *
  * Both read back with the group consumer: default consumer settings except
@@ -55,6 +64,8 @@ public final class ClientSuite {
             switch (scenario) {
                 case "roundtrip" -> roundtrip(topic, n);
                 case "kill9" -> kill9(topic, n);
+                case "min-insync-above-rf" -> minInsyncAboveRf(topic, n);
+                case "offset-validation" -> offsetValidation(topic, n);
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario);
             }
             System.out.println("PASS java " + scenario);
@@ -78,6 +89,122 @@ public final class ClientSuite {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
         } catch (ExecutionException e) {
             if (!(e.getCause() instanceof TopicExistsException)) throw e;
+        }
+    }
+
+    static void createTopic(String topic, Map<String, String> configs) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        try (Admin admin = Admin.create(p)) {
+            NewTopic t = new NewTopic(topic, 1, (short) 1).configs(configs);
+            admin.createTopics(List.of(t)).all().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    /** Sends n records and waits for each acknowledgement; returns the offsets. */
+    static List<Long> sendAll(KafkaProducer<String, String> prod, String topic, int n, int from)
+            throws Exception {
+        List<java.util.concurrent.Future<RecordMetadata>> acks = new ArrayList<>();
+        for (int i = from; i < from + n; i++) {
+            acks.add(prod.send(new ProducerRecord<>(topic, 0, "k" + i, value(i))));
+        }
+        List<Long> offsets = new ArrayList<>();
+        for (var f : acks) {
+            offsets.add(f.get(30, TimeUnit.SECONDS).offset());
+        }
+        return offsets;
+    }
+
+    static KafkaConsumer<String, String> assignedConsumer(String resetPolicy) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, resetPolicy);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        return new KafkaConsumer<>(p);
+    }
+
+    /** Polls until `want` records came from the consumer's position (bounded: 30 s). */
+    static List<ConsumerRecord<String, String>> pollFor(KafkaConsumer<String, String> c, int want) {
+        List<ConsumerRecord<String, String>> out = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (out.size() < want) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new AssertionError("read " + out.size() + " of " + want + " records");
+            }
+            c.poll(Duration.ofMillis(200)).forEach(out::add);
+        }
+        return out;
+    }
+
+    static void minInsyncAboveRf(String topic, int n) throws Exception {
+        createTopic(topic, Map.of("min.insync.replicas", "2"));
+        List<Long> offsets = new ArrayList<>();
+        try (KafkaProducer<String, String> all = producer(Map.of(ProducerConfig.ACKS_CONFIG, "all"))) {
+            offsets.addAll(sendAll(all, topic, n, 0));
+        }
+        try (KafkaProducer<String, String> one = producer(Map.of(ProducerConfig.ACKS_CONFIG, "1"))) {
+            offsets.addAll(sendAll(one, topic, n, n));
+        }
+        for (int i = 0; i < 2 * n; i++) {
+            if (offsets.get(i) != i) throw new AssertionError("offsets " + offsets);
+        }
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<String, String> c = assignedConsumer("earliest")) {
+            c.assign(List.of(tp));
+            List<ConsumerRecord<String, String>> got = pollFor(c, 2 * n);
+            for (int i = 0; i < 2 * n; i++) {
+                if (!got.get(i).value().equals(value(i))) {
+                    throw new AssertionError("record " + i + " is " + got.get(i).value());
+                }
+            }
+        }
+    }
+
+    /** The LogTruncationException the next polls raise (bounded: 30 s). */
+    static LogTruncationException truncation(KafkaConsumer<String, String> c) {
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (System.currentTimeMillis() < deadline) {
+            try {
+                var records = c.poll(Duration.ofMillis(200));
+                if (!records.isEmpty()) {
+                    throw new AssertionError("records instead of a truncation: " + records.count());
+                }
+            } catch (LogTruncationException e) {
+                return e;
+            }
+        }
+        throw new AssertionError("no LogTruncationException");
+    }
+
+    static void offsetValidation(String topic, int n) throws Exception {
+        createTopic(topic, Map.of());
+        try (KafkaProducer<String, String> prod = producer(Map.of())) {
+            sendAll(prod, topic, n, 0);
+        }
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<String, String> c = assignedConsumer("none")) {
+            c.assign(List.of(tp));
+            // Inside epoch 0: validated, then read.
+            c.seek(tp, new OffsetAndMetadata(n / 2, Optional.of(0), ""));
+            List<ConsumerRecord<String, String>> got = pollFor(c, n - n / 2);
+            if (got.get(0).offset() != n / 2 || !got.get(0).leaderEpoch().equals(Optional.of(0))) {
+                throw new AssertionError("first record " + got.get(0));
+            }
+            // Past the end of epoch 0: the log was truncated as far as the consumer can tell.
+            c.seek(tp, new OffsetAndMetadata(n + 10, Optional.of(0), ""));
+            LogTruncationException e = truncation(c);
+            OffsetAndMetadata divergent = e.divergentOffsets().get(tp);
+            if (divergent == null || divergent.offset() != n) {
+                throw new AssertionError("divergent offsets " + e.divergentOffsets());
+            }
+            // An epoch this log never had.
+            c.seek(tp, new OffsetAndMetadata(n / 2, Optional.of(7), ""));
+            e = truncation(c);
+            if (!e.divergentOffsets().isEmpty()) {
+                throw new AssertionError("divergent offsets " + e.divergentOffsets());
+            }
         }
     }
 

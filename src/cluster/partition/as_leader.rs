@@ -1,0 +1,308 @@
+//! The partition as leader: taking the role, producer appends (with min.insync.replicas for
+//! acks=all), acks=all completion, fetches from followers (their log end offsets feed the
+//! leader state, which decides the high watermark and ISR changes), and the controller's
+//! answers to ISR changes.
+
+use super::*;
+use crate::cluster::replication::AckStatus;
+
+/// A leader append: what the log did, and the leader epoch it was written in (an acks=all
+/// produce is answered only while this replica still leads in that epoch).
+#[derive(Debug)]
+pub struct LeaderAppend {
+    pub info: AppendInfo,
+    pub leader_epoch: i32,
+}
+
+/// A follower's fetch as the leader served it.
+pub struct ReplicaRead {
+    /// Whole batches from the fetch offset, up to the leader's log end offset.
+    pub slice: FetchSlice,
+    /// Set when the follower's log diverges from this one (Fetch v12+ `last_fetched_epoch`):
+    /// the epoch and end offset to truncate to; nothing is read then.
+    pub diverging: Option<(i32, i64)>,
+    /// An ISR expansion to ask the controller for (the follower caught up).
+    pub isr_expansion: Option<Vec<i32>>,
+}
+
+impl Partition {
+    /// Makes this replica the leader of `record` (whose leader must be this node). A new
+    /// leader epoch starts at the log end, and the followers' progress starts afresh; the same
+    /// leader epoch at a newer partition epoch updates the assignment and ISR. Returns whether
+    /// the leader epoch is new; an older epoch than the current one is ignored.
+    pub fn become_leader(
+        &self,
+        record: &PartitionRecord,
+        now: i64,
+    ) -> Result<bool, PartitionError> {
+        if record.leader != self.local_node {
+            return Err(PartitionError::NotLeader);
+        }
+        let mut log = self.log.lock().unwrap();
+        let leo = log.log_end_offset();
+        let mut r = self.replication.lock().unwrap();
+        if record.leader_epoch < r.leader_epoch() {
+            return Ok(false);
+        }
+        let min_isr = r.min_isr;
+        let new_epoch = match &mut r.role {
+            Role::Leader(ls) if ls.leader_epoch == record.leader_epoch => {
+                if record.partition_epoch > ls.partition_epoch {
+                    ls.on_committed(record, leo);
+                }
+                false
+            }
+            _ => {
+                log.assign_epoch_start(record.leader_epoch);
+                let mut ls =
+                    LeaderState::new(self.local_node, record, leo, r.high_watermark(), now);
+                ls.set_min_insync_replicas(min_isr);
+                ls.on_local_append(leo);
+                r.role = Role::Leader(ls);
+                true
+            }
+        };
+        self.publish(&r);
+        drop(r);
+        drop(log);
+        self.wake_waiters();
+        Ok(new_epoch)
+    }
+
+    /// Appends producer batches as the leader, for acks=0 and acks=1 (and internal writers).
+    pub fn append_as_leader(
+        &self,
+        records: &mut [u8],
+        append_time: Option<i64>,
+        max_batch_bytes: usize,
+    ) -> Result<AppendInfo, PartitionError> {
+        self.append_with_acks(records, append_time, max_batch_bytes, 1)
+            .map(|a| a.info)
+    }
+
+    /// Appends producer batches as the leader. `append_time` is set for LogAppendTime topics.
+    /// With `required_acks` -1 nothing is written while the ISR is smaller than the effective
+    /// min.insync.replicas (NOT_ENOUGH_REPLICAS); the caller then waits with
+    /// [`Partition::ack_status`].
+    pub fn append_with_acks(
+        &self,
+        records: &mut [u8],
+        append_time: Option<i64>,
+        max_batch_bytes: usize,
+        required_acks: i16,
+    ) -> Result<LeaderAppend, PartitionError> {
+        let mut log = self.log.lock().unwrap();
+        let leader_epoch = {
+            let r = self.replication.lock().unwrap();
+            let Role::Leader(ls) = &r.role else {
+                return Err(PartitionError::NotLeader);
+            };
+            if required_acks == -1 && !ls.enough_replicas() {
+                return Err(PartitionError::NotEnoughReplicas {
+                    isr: ls.isr.clone(),
+                    min_isr: ls.effective_min_isr(),
+                });
+            }
+            ls.leader_epoch
+        };
+        let producers = self.producers.lock().unwrap();
+        if let Some(dup) = crate::producer::state::check_append(&producers, records)
+            .map_err(PartitionError::Producer)?
+        {
+            // A retry of a batch already written: its original offsets, nothing appended.
+            let info = AppendInfo {
+                first_offset: dup.first_offset,
+                last_offset: dup.last_offset,
+                log_append_time: dup.timestamp,
+                max_timestamp: dup.timestamp,
+                offset_of_max_timestamp: dup.last_offset,
+                log_start_offset: log.log_start_offset(),
+                rolled_at: None,
+                record_count: 0,
+                size_bytes: 0,
+                batches: Vec::new(),
+            };
+            return Ok(LeaderAppend { info, leader_epoch });
+        }
+        let info = log
+            .append(records, leader_epoch, append_time, max_batch_bytes)
+            .map_err(PartitionError::Append)?;
+        let leo = self.appended(&log, producers, &info);
+        {
+            let mut r = self.replication.lock().unwrap();
+            if let Role::Leader(ls) = &mut r.role {
+                ls.on_local_append(leo);
+            }
+            self.publish(&r);
+        }
+        drop(log);
+        // Followers wait for the log end, consumers for the high watermark.
+        self.wake_waiters();
+        Ok(LeaderAppend { info, leader_epoch })
+    }
+
+    /// Whether an acks=all produce appended in `leader_epoch` and ending before `required`
+    /// may be answered. NOT_LEADER_OR_FOLLOWER once this replica no longer leads in that epoch
+    /// (its log may since have been truncated).
+    pub fn ack_status(
+        &self,
+        required: i64,
+        leader_epoch: i32,
+    ) -> Result<AckStatus, PartitionError> {
+        match &self.replication.lock().unwrap().role {
+            Role::Leader(ls) if ls.leader_epoch == leader_epoch => Ok(ls.ack_status(required)),
+            _ => Err(PartitionError::NotLeader),
+        }
+    }
+
+    /// A follower fetched from `fetch_offset`: its log ends there. Returns an ISR expansion to
+    /// propose, if it caught up. NOT_LEADER_OR_FOLLOWER if this replica does not lead or
+    /// `replica` is not one of its followers.
+    pub fn on_follower_fetch(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        now: i64,
+    ) -> Result<Option<Vec<i32>>, PartitionError> {
+        self.follower_fetched(replica, fetch_offset, self.log_end_offset(), now)
+    }
+
+    fn follower_fetched(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        leader_leo: i64,
+        now: i64,
+    ) -> Result<Option<Vec<i32>>, PartitionError> {
+        let mut r = self.replication.lock().unwrap();
+        let Role::Leader(ls) = &mut r.role else {
+            return Err(PartitionError::NotLeader);
+        };
+        if !ls.is_follower(replica) {
+            return Err(PartitionError::NotLeader);
+        }
+        let (advanced, expand) = ls.on_follower_fetch(replica, fetch_offset, leader_leo, now);
+        self.publish(&r);
+        drop(r);
+        if advanced {
+            self.wake_waiters();
+        }
+        Ok(expand)
+    }
+
+    /// Serves a fetch from follower `replica`, as Kafka's `Partition.fetchRecords` does: the
+    /// leader epoch check, then `replica` must be an assigned follower (else
+    /// UNKNOWN_LEADER_EPOCH when the fetch names an epoch, NOT_LEADER_OR_FOLLOWER when not),
+    /// the divergence check, then a read up to the log end offset (not the high watermark);
+    /// the fetch offset then becomes the follower's log end offset in the leader state.
+    pub fn read_for_follower(
+        &self,
+        replica: i32,
+        fetch: &FollowerFetch,
+        now: i64,
+    ) -> Result<ReplicaRead, PartitionError> {
+        self.check_epoch(fetch.current_leader_epoch)?;
+        let assigned = match &self.replication.lock().unwrap().role {
+            Role::Leader(ls) => ls.is_follower(replica),
+            Role::Follower { .. } => false,
+        };
+        if !assigned {
+            return Err(if fetch.current_leader_epoch >= 0 {
+                PartitionError::UnknownLeaderEpoch
+            } else {
+                PartitionError::NotLeader
+            });
+        }
+        if let Some(d) = self.diverging_epoch(fetch.last_fetched_epoch, fetch.offset)? {
+            return Ok(ReplicaRead {
+                slice: FetchSlice {
+                    file: None,
+                    position: 0,
+                    len: 0,
+                },
+                diverging: Some(d),
+                isr_expansion: None,
+            });
+        }
+        let (slice, leader_leo) = {
+            let log = self.log.lock().unwrap();
+            let leo = log.log_end_offset();
+            let s = log
+                .read(fetch.offset, fetch.max_bytes, leo, fetch.min_one_batch)
+                .map_err(PartitionError::Read)?;
+            (s, leo)
+        };
+        let isr_expansion = self.follower_fetched(replica, fetch.offset, leader_leo, now)?;
+        Ok(ReplicaRead {
+            slice: FetchSlice {
+                file: Some(slice.file),
+                position: slice.position,
+                len: slice.len,
+            },
+            diverging: None,
+            isr_expansion,
+        })
+    }
+
+    /// Time passed: an ISR shrink to propose if followers fell behind for `lag_max_ms`
+    /// (`replica.lag.time.max.ms`).
+    pub fn check_lagging(&self, now: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
+        match &mut self.replication.lock().unwrap().role {
+            Role::Leader(ls) => ls.check_lagging(now, lag_max_ms),
+            Role::Follower { .. } => None,
+        }
+    }
+
+    /// The ISR change in flight (sent to the controller, not yet answered).
+    pub fn pending_isr(&self) -> Option<Vec<i32>> {
+        match &self.replication.lock().unwrap().role {
+            Role::Leader(ls) => ls.pending_isr().map(<[i32]>::to_vec),
+            Role::Follower { .. } => None,
+        }
+    }
+
+    /// The controller committed a change to this partition (an ISR change, ours or its own)
+    /// at our leader epoch. Returns false if this replica does not lead at that epoch or
+    /// already has that partition epoch. Wakes acks=all produces: an ISR below
+    /// min.insync.replicas answers them NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+    pub fn on_committed(&self, record: &PartitionRecord) -> bool {
+        let leo = self.log_end_offset();
+        let mut r = self.replication.lock().unwrap();
+        let applied = match &mut r.role {
+            Role::Leader(ls)
+                if ls.leader_epoch == record.leader_epoch
+                    && record.leader == self.local_node
+                    && record.partition_epoch > ls.partition_epoch =>
+            {
+                ls.on_committed(record, leo);
+                true
+            }
+            _ => false,
+        };
+        self.publish(&r);
+        drop(r);
+        if applied {
+            self.wake_waiters();
+        }
+        applied
+    }
+
+    /// The controller refused the ISR change in flight.
+    pub fn on_refused(&self) {
+        if let Role::Leader(ls) = &mut self.replication.lock().unwrap().role {
+            ls.on_refused();
+        }
+    }
+}
+
+/// What a follower's fetch asks of one partition.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowerFetch {
+    pub offset: i64,
+    pub max_bytes: usize,
+    pub min_one_batch: bool,
+    /// Negative: not checked.
+    pub current_leader_epoch: i32,
+    /// Negative: not sent.
+    pub last_fetched_epoch: i32,
+}
