@@ -8,12 +8,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{TestBroker, record_batch};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, CreateTopicsResponse, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
