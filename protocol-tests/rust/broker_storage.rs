@@ -10,8 +10,7 @@ use bytes::Bytes;
 use common::{TestBroker, record_batch};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsResponse, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    TopicName,
+    ApiKey, CreateTopicsResponse, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
