@@ -268,12 +268,13 @@ fn sigterm_shuts_down_cleanly() {
     let code = b.terminate();
     assert_eq!(code, Some(0));
     assert!(b.data_dir().join(".kafka_cleanshutdown").exists());
-    // Restart: the marker is consumed and the data is there.
+    // Restart: the data is there and the marker is consumed. (The listener is bound before
+    // the logs are opened, so only an answered request shows the restart has finished.)
     b.launch();
-    assert!(!b.data_dir().join(".kafka_cleanshutdown").exists());
     let mut c = b.connect();
     let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &metadata_for("t"));
     assert_eq!(md.topics[0].partitions.len(), 1);
+    assert!(!b.data_dir().join(".kafka_cleanshutdown").exists());
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req("t", 1, &[b"y"]));
     assert_eq!(r.responses[0].partition_responses[0].base_offset, 1);
 }

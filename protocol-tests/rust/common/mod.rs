@@ -80,8 +80,10 @@ impl TestBroker {
             .unwrap();
         cmd.stdout(Stdio::null()).stderr(log);
         self.child = Some(cmd.spawn().expect("start sluice"));
+        // Ready = an ApiVersions request is answered: the listener is bound before the logs
+        // are opened, so an accepted connection alone does not mean the broker has started.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !answers_api_versions(self.port) {
             assert!(Instant::now() < deadline, "broker did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -125,6 +127,18 @@ impl TestBroker {
     pub fn connect(&self) -> Client {
         Client::connect(self.port)
     }
+}
+
+/// Sends ApiVersions v0 and waits (up to 2 s) for the start of an answer.
+fn answers_api_versions(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    // size 10: api key 18, version 0, correlation id 1, client id null
+    let frame = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    let mut size = [0u8; 4];
+    s.write_all(&frame).is_ok() && s.read_exact(&mut size).is_ok()
 }
 
 impl Drop for TestBroker {
