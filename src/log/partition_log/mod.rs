@@ -713,4 +713,6 @@ mod append;
 #[cfg(test)]
 mod epoch_tests;
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 mod tests;
