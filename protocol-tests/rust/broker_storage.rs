@@ -8,15 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{TestBroker, record_batch};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{
-    ApiKey, CreateTopicsResponse, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
+use kafka_protocol::messages::{ApiKey, CreateTopicsResponse, FetchResponse};
 
 fn create(
     c: &mut common::Client,
@@ -47,16 +39,7 @@ fn fetch(
 }
 
 fn earliest(c: &mut common::Client, topic: &str) -> i64 {
-    let mut p = ListOffsetsPartition::default();
-    p.partition_index = 0;
-    p.timestamp = -2;
-    let mut t = ListOffsetsTopic::default();
-    t.name = name(topic);
-    t.partitions = vec![p];
-    let mut r = ListOffsetsRequest::default();
-    r.topics = vec![t];
-    let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &r);
-    resp.topics[0].partitions[0].offset
+    common::list_offset(c, topic, 0, -2).1
 }
 
 #[test]

@@ -11,7 +11,6 @@ use bytes::Bytes;
 use common::{Client, TestBroker, record_batch};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
@@ -19,8 +18,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchRequest,
-    FetchResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, TopicName,
+    FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
+    ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -111,18 +110,9 @@ fn fetch(c: &mut Client, topic: &str, a: &Ask) -> PartitionData {
 }
 
 fn latest(c: &mut Client, topic: &str, partition: i32) -> i64 {
-    let mut p = ListOffsetsPartition::default();
-    p.partition_index = partition;
-    p.timestamp = -1;
-    let mut t = ListOffsetsTopic::default();
-    t.name = name(topic);
-    t.partitions = vec![p];
-    let mut r = ListOffsetsRequest::default();
-    r.topics = vec![t];
-    let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &r);
-    let p = &resp.topics[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    p.offset
+    let (error, offset) = common::list_offset(c, topic, partition, -1);
+    assert_eq!(error, 0);
+    offset
 }
 
 #[test]

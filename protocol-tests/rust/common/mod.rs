@@ -388,3 +388,20 @@ pub fn create_topic_request(
     r.timeout_ms = 5000;
     r
 }
+
+/// ListOffsets v7 of one partition at `timestamp` (-1 latest, -2 earliest): (error, offset).
+pub fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = timestamp;
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut r = ListOffsetsRequest::default();
+    r.topics = vec![t];
+    let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &r);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
