@@ -11,6 +11,7 @@ pub mod checkpoints;
 pub mod control;
 pub mod controller;
 pub mod metadata;
+pub mod node;
 pub mod partition;
 pub mod quorum;
 pub mod replication;
