@@ -144,6 +144,8 @@ pub struct ClusterNode {
     pub incarnation: Uuid,
     isr_tx: mpsc::UnboundedSender<Arc<Partition>>,
     shutting_down: AtomicBool,
+    /// The producer id block from the controller: (next, end).
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
     pub cancel: CancellationToken,
     broker: Weak<Broker>,
 }
@@ -162,6 +164,7 @@ impl ClusterNode {
             incarnation: Uuid::new_v4(),
             isr_tx,
             shutting_down: AtomicBool::new(false),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
             cancel: CancellationToken::new(),
             broker: Arc::downgrade(broker),
             config: cc.clone(),
@@ -200,6 +203,30 @@ impl ClusterNode {
     /// The active controller's id (the Raft leader), if known.
     pub fn controller_id(&self) -> Option<i32> {
         self.quorum.leader().map(|l| l as i32)
+    }
+
+    /// A producer id no broker of the cluster has handed out: from a block the controller
+    /// allocated to this broker (a new block when it is used up).
+    pub async fn allocate_producer_id(&self) -> Result<i64> {
+        let mut ids = self.producer_ids.lock().await;
+        if ids.0 >= ids.1 {
+            let epoch = self.broker_epoch.load(Ordering::Acquire);
+            if epoch < 0 {
+                anyhow::bail!("not registered with the controller yet");
+            }
+            let req = ControllerRequest::AllocateProducerIds {
+                broker_id: self.node_id,
+                broker_epoch: epoch as u64,
+            };
+            let first = expect_reply(self.call(req).await, |r| match r {
+                ControllerReply::ProducerIds(Ok(first)) => Some(first),
+                _ => None,
+            })?;
+            *ids = (first, first + requests::PRODUCER_ID_BLOCK);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
     }
 
     /// A leader's partition has an ISR change to propose (a follower caught up).
