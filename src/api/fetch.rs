@@ -59,7 +59,14 @@ pub struct PartitionOut {
     pub records: Option<(Arc<File>, u64, usize)>,
     /// (epoch, end offset) when the fetcher's log diverges (v12+ tagged field 0).
     pub diverging_epoch: Option<(i32, i64)>,
+    /// KIP-951: (leader, leader epoch) when this replica does not lead (v12+ tagged field 1).
+    pub current_leader: Option<(i32, i32)>,
+    /// KIP-392: the replica a consumer should fetch from instead (-1: none; v11+).
+    pub preferred_read_replica: i32,
 }
+
+/// A broker endpoint sent with KIP-951 hints (v16+): (id, host, port, rack).
+pub type NodeEndpoint = (i32, String, i32, Option<String>);
 
 /// One topic of the response: by name (v4-12) or id (v13+).
 #[derive(Debug, Clone)]
@@ -75,6 +82,7 @@ pub fn encode_response(
     error_code: i16,
     session_id: i32,
     topics: &[TopicOut],
+    endpoints: &[NodeEndpoint],
 ) -> anyhow::Result<Response> {
     let v = ctx.version;
     let flex = v >= 12;
@@ -108,7 +116,7 @@ pub fn encode_response(
             }
             put_null_array(buf, flex); // aborted_transactions: none (read uncommitted)
             if v >= 11 {
-                buf.put_i32(-1); // preferred_read_replica
+                buf.put_i32(p.preferred_read_replica);
             }
             match &p.records {
                 Some((file, pos, len)) => {
@@ -117,23 +125,110 @@ pub fn encode_response(
                 }
                 None => put_bytes_len(buf, 0, flex),
             }
-            match p.diverging_epoch {
-                Some((epoch, end_offset)) if flex => {
-                    let buf = f.buf();
-                    put_uvarint(buf, 1); // one tagged field: diverging_epoch, tag 0
-                    put_uvarint(buf, 0);
+            let buf = f.buf();
+            if flex {
+                let tags = p.diverging_epoch.is_some() as u32 + p.current_leader.is_some() as u32;
+                put_uvarint(buf, tags);
+                if let Some((epoch, end_offset)) = p.diverging_epoch {
+                    put_uvarint(buf, 0); // diverging_epoch
                     put_uvarint(buf, 4 + 8 + 1);
                     buf.put_i32(epoch);
                     buf.put_i64(end_offset);
                     put_no_tags(buf, flex);
                 }
-                _ => put_no_tags(f.buf(), flex),
+                if let Some((leader, epoch)) = p.current_leader {
+                    put_uvarint(buf, 1); // current_leader
+                    put_uvarint(buf, 4 + 4 + 1);
+                    buf.put_i32(leader);
+                    buf.put_i32(epoch);
+                    put_no_tags(buf, flex);
+                }
             }
         }
         put_no_tags(f.buf(), flex);
     }
-    put_no_tags(f.buf(), flex);
+    let buf = f.buf();
+    if v >= 16 && !endpoints.is_empty() {
+        let mut field = bytes::BytesMut::new();
+        put_array_len(&mut field, endpoints.len(), true);
+        for (id, host, port, rack) in endpoints {
+            field.put_i32(*id);
+            put_string(&mut field, host, true);
+            field.put_i32(*port);
+            match rack {
+                Some(r) => put_string(&mut field, r, true),
+                None => put_uvarint(&mut field, 0),
+            }
+            put_no_tags(&mut field, true);
+        }
+        put_uvarint(buf, 1);
+        put_uvarint(buf, 0); // node_endpoints
+        put_uvarint(buf, field.len() as u32);
+        buf.put_slice(&field);
+    } else {
+        put_no_tags(buf, flex);
+    }
     Ok(f.finish())
+}
+
+/// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the
+/// current leader; returns those leaders' endpoints for the response.
+fn add_leader_hints(b: &Broker, topics: &mut [TopicOut], v: i16) -> Vec<NodeEndpoint> {
+    let Some(c) = b.cluster() else {
+        return Vec::new();
+    };
+    if v < 12 {
+        return Vec::new();
+    }
+    let img = c.image();
+    let mut leaders = Vec::new();
+    for t in topics.iter_mut() {
+        let name = if v >= 13 {
+            img.topics.get(&t.id).map(|t| t.name.to_string())
+        } else {
+            Some(t.name.clone())
+        };
+        let Some(name) = name else { continue };
+        for p in &mut t.partitions {
+            if !super::leader_hint::wants_hint(p.error_code) {
+                continue;
+            }
+            p.current_leader = super::leader_hint::current_leader(&img, &name, p.index);
+            if let Some((l, _)) = p.current_leader
+                && !leaders.contains(&l)
+            {
+                leaders.push(l);
+            }
+        }
+    }
+    super::leader_hint::endpoints(b, &img, &leaders)
+}
+
+/// KIP-392 in a cluster: a consumer sending client metadata may read from a follower; with
+/// `replica.selector.class` rack-aware, the leader points a consumer of `rack` at an in-sync
+/// replica in that rack (unless the leader is in it).
+fn select_replicas(c: &crate::cluster::node::ClusterNode, rack: &str, wanted: &mut [Wanted]) {
+    let img = c.image();
+    let rack_of = |id: i32| img.brokers.get(&id).and_then(|b| b.rack());
+    for w in wanted.iter_mut() {
+        w.follower_read = true;
+        let Ok(p) = &w.partition else { continue };
+        if !c.config.rack_aware_selector || rack.is_empty() || !p.is_leader() {
+            continue;
+        }
+        if rack_of(c.node_id) == Some(rack) {
+            continue;
+        }
+        let st = p.replica_state();
+        if let Some(r) = st
+            .isr
+            .iter()
+            .copied()
+            .find(|r| *r != c.node_id && rack_of(*r) == Some(rack))
+        {
+            w.preferred_read_replica = r;
+        }
+    }
 }
 
 /// A partition asked for, resolved against the metadata.
@@ -145,6 +240,10 @@ struct Wanted {
     max_bytes: usize,
     current_leader_epoch: i32,
     last_fetched_epoch: i32,
+    /// KIP-392: the leader sends a consumer to this replica of its rack (-1: read here).
+    preferred_read_replica: i32,
+    /// A consumer with client metadata (v11+) may read from a follower.
+    follower_read: bool,
 }
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
@@ -155,6 +254,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             &ctx,
             ResponseError::FetchSessionIdNotFound.code(),
             0,
+            &[],
             &[],
         )?));
     }
@@ -190,6 +290,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 max_bytes: fp.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: if v >= 9 { fp.current_leader_epoch } else { -1 },
                 last_fetched_epoch: if v >= 12 { fp.last_fetched_epoch } else { -1 },
+                preferred_read_replica: -1,
+                follower_read: false,
             });
         }
     }
@@ -200,6 +302,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     };
     // Negative ids are consumers (-1), Kafka's debugging consumer (-2) and so on.
     let replica = (replica_id >= 0).then_some(replica_id);
+    if replica.is_none()
+        && v >= 11
+        && let Some(c) = b.cluster()
+    {
+        select_replicas(c, req.rack_id.as_str(), &mut wanted);
+    }
     let max_bytes = req.max_bytes.max(0) as usize;
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
@@ -220,7 +328,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             for (w, out) in wanted.iter().zip(outs) {
                 topics[w.topic].partitions.push(out);
             }
-            return Ok(Some(encode_response(&ctx, 0, 0, &topics)?));
+            let endpoints = add_leader_hints(&b, &mut topics, v);
+            return Ok(Some(encode_response(&ctx, 0, 0, &topics, &endpoints)?));
         }
         let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;
     }
@@ -246,7 +355,19 @@ fn read_all(
             log_start_offset: -1,
             records: None,
             diverging_epoch: None,
+            current_leader: None,
+            preferred_read_replica: -1,
         };
+        if w.preferred_read_replica >= 0
+            && let Ok(p) = &w.partition
+        {
+            out.preferred_read_replica = w.preferred_read_replica;
+            out.high_watermark = p.high_watermark();
+            out.last_stable_offset = out.high_watermark;
+            out.log_start_offset = p.log_start_offset();
+            outs.push(out);
+            continue;
+        }
         let p = match &w.partition {
             Err(code) => Err(*code),
             Ok(p) => {
@@ -308,7 +429,11 @@ fn read_one(
         }
         return Ok((read.slice, read.diverging));
     }
-    p.check_epoch(w.current_leader_epoch)?;
+    if w.follower_read {
+        p.check_epoch_as_replica(w.current_leader_epoch)?;
+    } else {
+        p.check_epoch(w.current_leader_epoch)?;
+    }
     if let Some(d) = p.diverging_epoch(w.last_fetched_epoch, w.fetch_offset)? {
         let none = crate::cluster::partition::FetchSlice {
             file: None,
@@ -368,6 +493,8 @@ mod tests {
                         log_start_offset: 3,
                         records: Some((file.clone(), 5, payload.len())),
                         diverging_epoch: None,
+                        current_leader: None,
+                        preferred_read_replica: -1,
                     },
                     PartitionOut {
                         index: 1,
@@ -377,10 +504,12 @@ mod tests {
                         log_start_offset: -1,
                         records: None,
                         diverging_epoch: Some((3, 120)),
+                        current_leader: None,
+                        preferred_read_replica: -1,
                     },
                 ],
             }];
-            let ours = flatten(&encode_response(&ctx, 0, 0, &topics).unwrap());
+            let ours = flatten(&encode_response(&ctx, 0, 0, &topics, &[]).unwrap());
 
             let mut expected = bytes::BytesMut::new();
             expected.put_i32(0);

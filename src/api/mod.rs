@@ -25,6 +25,7 @@ pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod init_producer_id;
+pub mod leader_hint;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;

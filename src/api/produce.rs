@@ -54,6 +54,45 @@ fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
     r
 }
 
+/// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER carry the current leader, and the
+/// response those leaders' endpoints.
+fn add_leader_hints(b: &Broker, resp: &mut ProduceResponse) {
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::messages::produce_response::NodeEndpoint;
+    let Some(c) = b.cluster() else {
+        return;
+    };
+    let img = c.image();
+    let mut leaders = Vec::new();
+    for t in &mut resp.responses {
+        for p in &mut t.partition_responses {
+            if !super::leader_hint::wants_hint(p.error_code) {
+                continue;
+            }
+            if let Some((leader, epoch)) =
+                super::leader_hint::current_leader(&img, t.name.0.as_str(), p.index)
+            {
+                p.current_leader.leader_id = BrokerId(leader);
+                p.current_leader.leader_epoch = epoch;
+                if !leaders.contains(&leader) {
+                    leaders.push(leader);
+                }
+            }
+        }
+    }
+    resp.node_endpoints = super::leader_hint::endpoints(b, &img, &leaders)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            let mut e = NodeEndpoint::default();
+            e.node_id = BrokerId(id);
+            e.host = StrBytes::from_string(host);
+            e.port = port;
+            e.rack = rack.map(StrBytes::from_string);
+            e
+        })
+        .collect();
+}
+
 /// An acks=all partition waiting for its high watermark: where its answer is in the response.
 struct Pending {
     topic: usize,
@@ -155,6 +194,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         return Ok(None);
     }
     wait_for_acks(&mut resp, pending, req.timeout_ms).await;
+    if v >= 10 {
+        add_leader_hints(&b, &mut resp);
+    }
     super::respond(&ctx, &resp)
 }
 

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -130,7 +132,7 @@ impl TestBroker {
 }
 
 /// Sends ApiVersions v0 and waits (up to 2 s) for the start of an answer.
-fn answers_api_versions(port: u16) -> bool {
+pub fn answers_api_versions(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };

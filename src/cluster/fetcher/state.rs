@@ -62,9 +62,11 @@ pub fn on_fetch_partition(error_code: i16, diverging: (i32, i64), records: usize
     }
 }
 
-/// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH: the leader moved on past our epoch.
+/// FENCED_LEADER_EPOCH: the leader moved on past our epoch. NOT_LEADER_OR_FOLLOWER is
+/// retried, as Kafka's fetcher does: the broker we follow may not have applied the metadata
+/// that makes it leader yet.
 fn stops(code: i16) -> bool {
-    code == E::NotLeaderOrFollower.code() || code == E::FencedLeaderEpoch.code()
+    code == E::FencedLeaderEpoch.code()
 }
 
 /// What to do with one partition's OffsetForLeaderEpoch answer.
@@ -205,10 +207,12 @@ mod tests {
             on_fetch_partition(code(E::OffsetOutOfRange), NONE, 0),
             FetchAction::OutOfRange
         );
-        for stop in [E::NotLeaderOrFollower, E::FencedLeaderEpoch] {
-            assert_eq!(on_fetch_partition(code(stop), NONE, 0), FetchAction::Stop);
-        }
+        assert_eq!(
+            on_fetch_partition(code(E::FencedLeaderEpoch), NONE, 0),
+            FetchAction::Stop
+        );
         for retry in [
+            E::NotLeaderOrFollower,
             E::UnknownLeaderEpoch,
             E::UnknownTopicId,
             E::UnknownTopicOrPartition,
@@ -248,8 +252,12 @@ mod tests {
         );
         assert_eq!(on_leader_log_start(0, -1, 100, 2), LogStartAction::Retry);
         assert_eq!(
-            on_leader_log_start(E::NotLeaderOrFollower.code(), 0, 0, 0),
+            on_leader_log_start(E::FencedLeaderEpoch.code(), 0, 0, 0),
             LogStartAction::Stop
+        );
+        assert_eq!(
+            on_leader_log_start(E::NotLeaderOrFollower.code(), 0, 0, 0),
+            LogStartAction::Retry
         );
         assert_eq!(after_out_of_range_truncation(100, 100, 50), Some(50));
         assert_eq!(after_out_of_range_truncation(100, 80, 50), None);

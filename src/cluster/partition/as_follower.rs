@@ -104,6 +104,8 @@ impl Partition {
             return Err(PartitionError::NotLeader);
         }
         if offset >= log.log_end_offset() {
+            log.truncate_to(offset)
+                .map_err(|e| PartitionError::Storage(e.into()))?;
             return Ok(log.log_end_offset());
         }
         log.truncate_to(offset)

@@ -287,6 +287,23 @@ impl Partition {
         }
     }
 
+    /// A consumer's fetch from a follower (KIP-392): the client's view of the leader epoch
+    /// is checked as for the leader, but any replica may serve it (up to its own high
+    /// watermark).
+    pub fn check_epoch_as_replica(&self, current_leader_epoch: i32) -> Result<(), PartitionError> {
+        if current_leader_epoch < 0 {
+            return Ok(());
+        }
+        let epoch = self.replication.lock().unwrap().leader_epoch();
+        if current_leader_epoch < epoch {
+            Err(PartitionError::FencedLeaderEpoch)
+        } else if current_leader_epoch > epoch {
+            Err(PartitionError::UnknownLeaderEpoch)
+        } else {
+            Ok(())
+        }
+    }
+
     /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` in this log and the offset
     /// where it ends (the log end for the latest); (-1, -1) if none (Kafka's UNDEFINED).
     pub fn end_offset_for_epoch(

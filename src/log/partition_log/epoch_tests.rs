@@ -156,3 +156,19 @@ fn an_empty_follower_starts_at_the_leaders_first_offset() {
     let log = Log::open(dir.path(), cfg(), true).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 103));
 }
+
+#[test]
+fn truncating_at_the_log_end_forgets_an_epoch_with_nothing_in_it() {
+    // A leader took epoch 7 at its log end and died before appending: as a follower of the
+    // new leader (which never had epoch 7) it must stop naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = leader_log(dir.path());
+    log.assign_epoch_start(7);
+    assert_eq!(entries(&log), vec![(0, 0), (2, 10), (5, 15), (7, 20)]);
+    log.truncate_to(20).unwrap();
+    assert_eq!(entries(&log), vec![(0, 0), (2, 10), (5, 15)]);
+    assert_eq!(log.latest_epoch(), Some(5));
+    assert_eq!(log.log_end_offset(), 20);
+    let text = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
+    assert_eq!(text, "0\n3\n0 0\n2 10\n5 15\n");
+}

@@ -634,6 +634,16 @@ impl Log {
     /// below the log start, the log is emptied and restarts at `offset`.
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
         if offset >= self.log_end_offset {
+            // Nothing to cut, but an epoch may start here with nothing written in it (a
+            // leader that took its epoch and died before appending): the follower forgets
+            // it, or its fetches keep naming an epoch the new leader never had (as Kafka's
+            // UnifiedLog.truncateTo does).
+            let before = self.epochs.cache.entries().len();
+            self.epochs.cache.truncate_from_end(offset);
+            if self.epochs.cache.entries().len() != before {
+                self.epochs_dirty = true;
+                return self.save_epochs();
+            }
             return Ok(());
         }
         if offset <= self.log_start_offset {

@@ -1,0 +1,222 @@
+//! A cluster of real `sluice` processes on loopback: each node is broker and controller
+//! (`process.roles=broker,controller`), with its own data dirs under one temporary directory.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+
+use super::{Client, answers_api_versions, free_port};
+
+pub struct Node {
+    pub id: i32,
+    pub port: u16,
+    pub controller_port: u16,
+    child: Option<Child>,
+}
+
+pub struct TestCluster {
+    pub dir: tempfile::TempDir,
+    pub nodes: Vec<Node>,
+    extra: Vec<String>,
+}
+
+impl TestCluster {
+    /// Starts `n` nodes (ids 1..=n) and waits until every node lists all `n` brokers.
+    pub fn start(n: usize, extra: &[&str]) -> TestCluster {
+        let mut ports = Vec::new();
+        while ports.len() < 2 * n {
+            let p = free_port();
+            if !ports.contains(&p) {
+                ports.push(p);
+            }
+        }
+        let nodes = (0..n)
+            .map(|i| Node {
+                id: i as i32 + 1,
+                port: ports[2 * i],
+                controller_port: ports[2 * i + 1],
+                child: None,
+            })
+            .collect();
+        let mut c = TestCluster {
+            dir: tempfile::tempdir().unwrap(),
+            nodes,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        for i in 0..n {
+            c.spawn(i);
+        }
+        for i in 0..n {
+            c.wait_ready(i);
+        }
+        c.wait_for(Duration::from_secs(30), "all brokers registered", |c| {
+            (0..n).all(|i| c.metadata(i).is_some_and(|m| m.brokers.len() == n))
+        });
+        c
+    }
+
+    pub fn node_dir(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("node-{}", self.nodes[i].id))
+    }
+
+    pub fn log_path(&self, i: usize) -> PathBuf {
+        self.dir
+            .path()
+            .join(format!("node-{}.log", self.nodes[i].id))
+    }
+
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.log_path(i)).unwrap_or_default()
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let voters: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
+            .collect();
+        let node = &self.nodes[i];
+        let dir = self.node_dir(i);
+        let mut settings = vec![
+            "process.roles=broker,controller".to_string(),
+            format!("node.id={}", node.id),
+            format!("controller.quorum.voters={}", voters.join(",")),
+            format!(
+                "listeners=PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                node.port, node.controller_port
+            ),
+            "controller.listener.names=CONTROLLER".to_string(),
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".to_string(),
+            format!("log.dirs={}", dir.join("data").display()),
+            format!("metadata.log.dir={}", dir.join("meta").display()),
+            // Short enough for quick fail-over, long enough for a loaded 2-core machine.
+            "broker.session.timeout.ms=6000".to_string(),
+            "broker.heartbeat.interval.ms=1000".to_string(),
+            "replica.lag.time.max.ms=6000".to_string(),
+        ];
+        settings.extend(self.extra.iter().cloned());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        for s in settings {
+            cmd.arg("--override").arg(s);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))
+            .unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
+        self.nodes[i].child = Some(cmd.spawn().expect("start sluice"));
+    }
+
+    fn wait_ready(&self, i: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !answers_api_versions(self.nodes[i].port) {
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not start:\n{}",
+                self.nodes[i].id,
+                self.log(i)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Restarts node `i` (stopped or killed) with its data.
+    pub fn restart(&mut self, i: usize) {
+        self.spawn(i);
+        self.wait_ready(i);
+    }
+
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn is_up(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+    }
+
+    pub fn connect(&self, i: usize) -> Client {
+        Client::connect(self.nodes[i].port)
+    }
+
+    /// The index of the node with broker id `id`.
+    pub fn index_of(&self, id: i32) -> usize {
+        self.nodes.iter().position(|n| n.id == id).unwrap()
+    }
+
+    /// Metadata of every topic as node `i` sees it; `None` if it does not answer.
+    pub fn metadata(&self, i: usize) -> Option<MetadataResponse> {
+        if !self.is_up(i) {
+            return None;
+        }
+        let mut c = std::panic::catch_unwind(|| self.connect(i)).ok()?;
+        let mut req = MetadataRequest::default();
+        req.topics = None;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            c.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &req)
+        }))
+        .ok()
+    }
+
+    /// (leader, leader epoch, ISR) of `topic`-`partition` as node `i` sees it.
+    pub fn partition_state(
+        &self,
+        i: usize,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(i32, i32, Vec<i32>)> {
+        let m = self.metadata(i)?;
+        let t = m
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
+        let p = t
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == partition)?;
+        let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+        isr.sort();
+        Some((p.leader_id.0, p.leader_epoch, isr))
+    }
+
+    /// Waits (bounded) until `cond` holds; panics naming `what` and the node logs' tails.
+    pub fn wait_for(
+        &self,
+        limit: Duration,
+        what: &str,
+        mut cond: impl FnMut(&TestCluster) -> bool,
+    ) {
+        let deadline = Instant::now() + limit;
+        while !cond(self) {
+            if Instant::now() >= deadline {
+                let tails: Vec<String> = (0..self.nodes.len())
+                    .map(|i| {
+                        let log = self.log(i);
+                        let lines: Vec<&str> = log.lines().collect();
+                        let from = lines.len().saturating_sub(15);
+                        format!(
+                            "--- node {}\n{}",
+                            self.nodes[i].id,
+                            lines[from..].join("\n")
+                        )
+                    })
+                    .collect();
+                panic!("timed out waiting for {what}\n{}", tails.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill9(i);
+        }
+    }
+}
