@@ -45,7 +45,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             match &topic {
                 Some(info)
                     if p.partition_index >= 0
-                        && (p.partition_index as usize) < info.partitions.len() =>
+                        && (p.partition_index as usize) < info.partition_count =>
                 {
                     offsets.push(CommitOffset {
                         topic: info.name.to_string(),

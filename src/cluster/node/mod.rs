@@ -341,7 +341,18 @@ impl Broker {
         };
         let addresses = replicas::addresses(img, &cluster.config.inter_broker_listener);
         self.set_followed(r.followed, &addresses);
-        let _ = (r.became_leader, r.stopped_leading);
+        let offsets = crate::group::store::TOPIC;
+        for (topic, index) in r.stopped_leading {
+            if &*topic == offsets {
+                crate::group::loader::stopped_leading(&self.groups, index);
+            }
+        }
+        let count = img.topic(offsets).map_or(0, |t| t.partitions.len() as i32);
+        for p in r.became_leader {
+            if &*p.topic == offsets {
+                crate::group::loader::became_leader(&self.groups, p, count);
+            }
+        }
     }
 }
 
