@@ -62,19 +62,6 @@ impl Broker {
         self.cluster.get()
     }
 
-    /// The partitions this broker follows now, for the replica fetchers.
-    pub fn set_followed(
-        &self,
-        followed: Vec<crate::cluster::node::Followed>,
-        addresses: &std::collections::HashMap<i32, String>,
-    ) {
-        tracing::debug!(
-            partitions = followed.len(),
-            brokers = addresses.len(),
-            "followed set"
-        );
-    }
-
     pub fn node_id(&self) -> i32 {
         self.config.node_id
     }

@@ -35,6 +35,7 @@ use uuid::Uuid;
 use crate::broker::{Broker, now_ms};
 use crate::cluster::Partition;
 use crate::cluster::control::active::{AlterIsr, ControlConfig};
+use crate::cluster::fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};
 use crate::cluster::metadata::MetadataImage;
 use crate::cluster::quorum::{CallError, Quorum, QuorumConfig};
 use crate::config::{BrokerConfig, ClusterConfig};
@@ -144,6 +145,10 @@ pub struct ClusterNode {
     pub incarnation: Uuid,
     isr_tx: mpsc::UnboundedSender<Arc<Partition>>,
     shutting_down: AtomicBool,
+    /// The replica fetchers: one task per leader this broker follows partitions of.
+    fetchers: ReplicaFetchers,
+    /// The producer id block from the controller: (next, end).
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
     pub cancel: CancellationToken,
     broker: Weak<Broker>,
 }
@@ -154,19 +159,33 @@ impl ClusterNode {
     pub fn start(q: QuorumHandle, broker: &Arc<Broker>) -> Arc<ClusterNode> {
         let cc = broker.config.cluster.clone().expect("cluster mode");
         let (isr_tx, isr_rx) = mpsc::unbounded_channel();
+        let broker_epoch = Arc::new(AtomicI64::new(-1));
+        let cancel = CancellationToken::new();
         let node = Arc::new(ClusterNode {
             node_id: broker.config.node_id,
             quorum: q.quorum.clone(),
             image: q.image.clone(),
-            broker_epoch: Arc::new(AtomicI64::new(-1)),
+            broker_epoch: broker_epoch.clone(),
             incarnation: Uuid::new_v4(),
             isr_tx,
             shutting_down: AtomicBool::new(false),
-            cancel: CancellationToken::new(),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            fetchers: ReplicaFetchers::new(
+                FetcherConfig {
+                    local_id: broker.config.node_id,
+                    max_bytes: cc.replica_fetch_response_max_bytes,
+                    partition_max_bytes: cc.replica_fetch_max_bytes,
+                    min_bytes: cc.replica_fetch_min_bytes,
+                    max_wait_ms: cc.replica_fetch_wait_max_ms,
+                    backoff_ms: cc.replica_fetch_backoff_ms,
+                },
+                broker_epoch.clone(),
+                cancel.child_token(),
+            ),
+            cancel: cancel.clone(),
             broker: Arc::downgrade(broker),
             config: cc.clone(),
         });
-        let cancel = node.cancel.clone();
         let rebalance = cc
             .auto_leader_rebalance
             .then(|| Duration::from_millis(cc.leader_imbalance_check_interval_ms));
@@ -202,6 +221,30 @@ impl ClusterNode {
         self.quorum.leader().map(|l| l as i32)
     }
 
+    /// A producer id no broker of the cluster has handed out: from a block the controller
+    /// allocated to this broker (a new block when it is used up).
+    pub async fn allocate_producer_id(&self) -> Result<i64> {
+        let mut ids = self.producer_ids.lock().await;
+        if ids.0 >= ids.1 {
+            let epoch = self.broker_epoch.load(Ordering::Acquire);
+            if epoch < 0 {
+                anyhow::bail!("not registered with the controller yet");
+            }
+            let req = ControllerRequest::AllocateProducerIds {
+                broker_id: self.node_id,
+                broker_epoch: epoch as u64,
+            };
+            let first = expect_reply(self.call(req).await, |r| match r {
+                ControllerReply::ProducerIds(Ok(first)) => Some(first),
+                _ => None,
+            })?;
+            *ids = (first, first + requests::PRODUCER_ID_BLOCK);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
     /// A leader's partition has an ISR change to propose (a follower caught up).
     pub fn propose_isr(&self, p: &Arc<Partition>) {
         let _ = self.isr_tx.send(p.clone());
@@ -226,7 +269,10 @@ impl ClusterNode {
                 tokio::task::spawn_blocking(move || replicas::reconcile(&b.controller, &img2, me))
                     .await;
             match done {
-                Ok(r) => broker.on_replicas_changed(&img, r),
+                Ok(mut r) => {
+                    self.follow(&img, std::mem::take(&mut r.followed));
+                    broker.on_replicas_changed(&img, r);
+                }
                 Err(e) => warn!("reconciling the metadata image failed: {e}"),
             }
             drop(broker);
@@ -328,19 +374,31 @@ impl ClusterNode {
     /// Stops the node's tasks and the quorum.
     pub async fn stop(&self) {
         self.cancel.cancel();
+        self.fetchers.shutdown().await;
         self.quorum.shutdown().await;
     }
 }
 
+impl ClusterNode {
+    /// The fetchers follow the partitions of a reconciled image.
+    fn follow(&self, img: &MetadataImage, followed: Vec<Followed>) {
+        let addresses = replicas::addresses(img, &self.config.inter_broker_listener);
+        let targets = followed
+            .into_iter()
+            .map(|f| FollowTarget {
+                partition: f.partition,
+                leader: f.leader,
+                leader_epoch: f.leader_epoch,
+            })
+            .collect();
+        self.fetchers.update(targets, &addresses);
+    }
+}
+
 impl Broker {
-    /// A reconciled image: the fetchers follow the new set; coordinators move with the
-    /// leaderships of their internal partitions.
+    /// A reconciled image: coordinators move with the leaderships of their internal
+    /// partitions (the group coordinator with `__consumer_offsets`'s).
     fn on_replicas_changed(&self, img: &MetadataImage, r: replicas::Reconciled) {
-        let Some(cluster) = self.cluster.get() else {
-            return;
-        };
-        let addresses = replicas::addresses(img, &cluster.config.inter_broker_listener);
-        self.set_followed(r.followed, &addresses);
         let offsets = crate::group::store::TOPIC;
         for (topic, index) in r.stopped_leading {
             if &*topic == offsets {
