@@ -271,13 +271,24 @@ impl Coordinator {
                 cells.push(cell);
             }
         }
-        info!(
-            partition,
-            epoch,
-            groups = cells.len(),
-            "coordinating the groups of {}-{partition}",
-            super::store::TOPIC
-        );
+        // Fifty partitions load at once when the topic is created: only those with groups
+        // are worth a line at the default level.
+        if cells.is_empty() {
+            tracing::debug!(
+                partition,
+                epoch,
+                "coordinating {}-{partition}",
+                super::store::TOPIC
+            );
+        } else {
+            info!(
+                partition,
+                epoch,
+                groups = cells.len(),
+                "coordinating the groups of {}-{partition}",
+                super::store::TOPIC
+            );
+        }
         self.start_sessions(cells);
         true
     }
@@ -302,12 +313,14 @@ impl Coordinator {
                 .collect();
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
-        info!(
-            partition,
-            groups = gone.len(),
-            "no longer coordinating the groups of {}-{partition}",
-            super::store::TOPIC
-        );
+        if !gone.is_empty() {
+            info!(
+                partition,
+                groups = gone.len(),
+                "no longer coordinating the groups of {}-{partition}",
+                super::store::TOPIC
+            );
+        }
         tokio::spawn(async move {
             for cell in gone {
                 let mut g = cell.lock().await;

@@ -401,7 +401,7 @@ pub fn load_partition(p: &Partition) -> anyhow::Result<HashMap<String, Loaded>> 
         count += 1;
     })?;
     state.retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
-    info!(
+    tracing::debug!(
         partition = p.index,
         records = count,
         groups = state.len(),
