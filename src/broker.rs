@@ -33,16 +33,27 @@ impl Broker {
         let advertised = config.advertised();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let group_config = GroupConfig::from_broker(&config);
-        let broker = Arc::new_cyclic(|me| Broker {
-            config,
-            controller,
-            advertised,
-            producer_ids,
-            groups: Coordinator::new(group_config, Arc::new(store::TopicLog::new(me.clone()))),
-            cluster: OnceLock::new(),
+        let clustered = config.cluster.is_some();
+        let broker = Arc::new_cyclic(|me| {
+            let log = Arc::new(store::TopicLog::new(me.clone()));
+            Broker {
+                config,
+                controller,
+                advertised,
+                producer_ids,
+                groups: if clustered {
+                    Coordinator::clustered(group_config, log)
+                } else {
+                    Coordinator::new(group_config, log)
+                },
+                cluster: OnceLock::new(),
+            }
         });
-        // Groups and offsets are loaded before anything is served.
-        broker.groups.install(store::load(&broker.controller)?);
+        // On one node, groups and offsets are loaded before anything is served. In a cluster
+        // each `__consumer_offsets` partition is loaded when this broker becomes its leader.
+        if !clustered {
+            broker.groups.install(store::load(&broker.controller)?);
+        }
         Ok(broker)
     }
 

@@ -31,7 +31,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let mut g = DescribedGroup::default();
         g.group_id = id.clone();
         match b.groups.describe(id.0.as_str()).await {
-            Some(d) => {
+            Ok(Some(d)) => {
                 g.group_state = sb(d.state.name().to_string());
                 g.protocol_type = sb(d.protocol_type);
                 g.protocol_data = sb(d.protocol);
@@ -55,11 +55,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     g.authorized_operations = GROUP_OPERATIONS;
                 }
             }
-            None if v >= 6 => {
+            Err(code) => g.error_code = code,
+            Ok(None) if v >= 6 => {
                 g.error_code = ResponseError::GroupIdNotFound.code();
                 g.error_message = Some(sb(format!("Group {} not found.", id.0.as_str())));
             }
-            None => {
+            Ok(None) => {
                 g.group_state = sb("Dead".to_string());
             }
         }

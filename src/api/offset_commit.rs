@@ -3,7 +3,9 @@
 //! Offsets of unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the
 //! group coordinator, which validates the member and generation (generation -1 with no member
 //! id is a simple consumer's commit to an empty group) and answers once they are appended to
-//! `__consumer_offsets`. v6+ carry the committed leader epoch, v7+ group.instance.id.
+//! `__consumer_offsets` (in a cluster: once committed on its in-sync replicas; a group this
+//! broker does not coordinate gets NOT_COORDINATOR). v6+ carry the committed leader epoch,
+//! v7+ group.instance.id.
 //!
 //! v10 (Kafka 4.4: topics by id) is not served: kafka-protocol 0.18 does not decode it.
 
@@ -45,7 +47,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             match &topic {
                 Some(info)
                     if p.partition_index >= 0
-                        && (p.partition_index as usize) < info.partitions.len() =>
+                        && (p.partition_index as usize) < info.partition_count =>
                 {
                     offsets.push(CommitOffset {
                         topic: info.name.to_string(),

@@ -31,14 +31,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let v = ctx.version;
     let mut resp = OffsetFetchResponse::default();
     if v < 8 {
-        let topics = req.topics.map(|ts| {
+        let topics: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
             ts.into_iter()
                 .map(|t| (t.name.0.to_string(), t.partition_indexes))
                 .collect()
         });
         match b
             .groups
-            .fetch_offsets(req.group_id.0.as_str(), topics)
+            .fetch_offsets(req.group_id.0.as_str(), topics.clone())
             .await
         {
             Ok(found) => {
@@ -53,7 +53,29 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     .collect();
             }
             Err(code) if v >= 2 => resp.error_code = code,
-            Err(_) => {}
+            // v1 has no group error: each partition asked for carries it.
+            Err(code) => {
+                resp.topics = topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        let mut t = OffsetFetchResponseTopic::default();
+                        t.name = TopicName(sb(name));
+                        t.partitions = parts
+                            .into_iter()
+                            .map(|i| {
+                                let mut p = OffsetFetchResponsePartition::default();
+                                p.partition_index = i;
+                                p.committed_offset = -1;
+                                p.metadata = Some(sb(String::new()));
+                                p.error_code = code;
+                                p
+                            })
+                            .collect();
+                        t
+                    })
+                    .collect();
+            }
         }
         return super::respond(&ctx, &resp);
     }

@@ -172,6 +172,7 @@ pub const ACTED: &[&str] = &[
     "node.id",
     "num.partitions",
     "offset.metadata.max.bytes",
+    "offsets.commit.timeout.ms",
     "offsets.retention.check.interval.ms",
     "offsets.retention.minutes",
     "offsets.topic.num.partitions",

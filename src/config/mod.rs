@@ -94,6 +94,8 @@ pub struct BrokerConfig {
     pub offsets_retention_minutes: i64,
     pub offsets_retention_check_interval_ms: u64,
     pub offset_metadata_max_bytes: usize,
+    /// In a cluster, how long a `__consumer_offsets` write waits to be committed.
+    pub offsets_commit_timeout_ms: u64,
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_interval_ms: u64,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
@@ -426,6 +428,7 @@ impl BrokerConfig {
             offsets_retention_check_interval_ms: p
                 .num_at_least("offsets.retention.check.interval.ms", 1)?,
             offset_metadata_max_bytes: p.num("offset.metadata.max.bytes")?,
+            offsets_commit_timeout_ms: p.num_at_least("offsets.commit.timeout.ms", 1)?,
             producer_id_expiration_ms: p.num_at_least("producer.id.expiration.ms", 1)?,
             producer_id_expiration_check_interval_ms: p
                 .num_at_least("producer.id.expiration.check.interval.ms", 1)?,

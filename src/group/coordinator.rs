@@ -18,11 +18,16 @@
 //! * `offsets`: OffsetCommit, OffsetFetch, OffsetDelete.
 //! * `admin`: DescribeGroups, ListGroups, DeleteGroups, offset expiry.
 //!
-//! This file holds the group map and loading at start-up.
+//! * `ownership`: in a cluster, which `__consumer_offsets` partitions (and so which groups)
+//!   this broker coordinates.
+//!
+//! This file holds the group map, loading at start-up, and in a cluster the loading and
+//! unloading of partitions as this broker's leaderships move (`group::loader` drives them).
 
 mod admin;
 mod membership;
 mod offsets;
+pub mod ownership;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,10 +36,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::{Instant, sleep};
 
+use kafka_protocol::ResponseError as E;
+use tracing::info;
+
 use super::records::{self, Key};
-use super::state::{Committed, Group, Member, State};
-use super::store::{Loaded, OffsetsLog};
+use super::state::{Committed, Group, JoinResult, Member, State, SyncResult};
+use super::store::{Leader, Loaded, OffsetsLog, Records};
 use crate::broker::now_ms;
+use ownership::Ownership;
 
 pub use admin::{Described, DescribedMember, Listed};
 pub use membership::{JoinParams, SyncParams};
@@ -67,15 +76,53 @@ impl GroupConfig {
 
 pub struct Coordinator {
     cfg: GroupConfig,
-    groups: Mutex<HashMap<String, Arc<GroupCell>>>,
+    groups: Mutex<Groups>,
     log: Arc<dyn OffsetsLog>,
 }
 
+/// The group map and, in a cluster, the partitions it covers: one lock, so a group is in the
+/// map exactly while its partition is Active here.
+struct Groups {
+    map: HashMap<String, Arc<GroupCell>>,
+    /// None on one node, which coordinates every group.
+    owned: Option<Ownership>,
+}
+
+impl Groups {
+    /// Where a write for `group` goes (None on one node), or the error to answer with.
+    fn check(&self, group: &str) -> Result<Option<Leader>, i16> {
+        let Some(o) = &self.owned else {
+            return Ok(None);
+        };
+        let epoch = o.check(group)?;
+        Ok(o.partition_of(group)
+            .map(|partition| Leader { partition, epoch }))
+    }
+}
+
 impl Coordinator {
+    /// The coordinator of a single node: every group is served here.
     pub fn new(cfg: GroupConfig, log: Arc<dyn OffsetsLog>) -> Arc<Coordinator> {
+        Self::with_ownership(cfg, log, None)
+    }
+
+    /// The coordinator of a cluster node: it serves the groups of the `__consumer_offsets`
+    /// partitions loaded with [`Coordinator::begin_load`] / [`Coordinator::finish_load`].
+    pub fn clustered(cfg: GroupConfig, log: Arc<dyn OffsetsLog>) -> Arc<Coordinator> {
+        Self::with_ownership(cfg, log, Some(Ownership::default()))
+    }
+
+    fn with_ownership(
+        cfg: GroupConfig,
+        log: Arc<dyn OffsetsLog>,
+        owned: Option<Ownership>,
+    ) -> Arc<Coordinator> {
         Arc::new(Coordinator {
             cfg,
-            groups: Mutex::new(HashMap::new()),
+            groups: Mutex::new(Groups {
+                map: HashMap::new(),
+                owned,
+            }),
             log,
         })
     }
@@ -84,98 +131,85 @@ impl Coordinator {
         &self.cfg
     }
 
-    fn get(&self, id: &str) -> Option<Arc<GroupCell>> {
-        self.groups.lock().unwrap().get(id).cloned()
+    /// Whether `group` is coordinated here: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+    /// otherwise.
+    pub fn serves(&self, group: &str) -> Result<(), i16> {
+        self.groups.lock().unwrap().check(group).map(|_| ())
     }
 
-    fn get_or_create(&self, id: &str) -> Arc<GroupCell> {
-        self.groups
-            .lock()
-            .unwrap()
+    fn get(&self, id: &str) -> Result<Option<Arc<GroupCell>>, i16> {
+        let g = self.groups.lock().unwrap();
+        g.check(id)?;
+        Ok(g.map.get(id).cloned())
+    }
+
+    fn get_or_create(&self, id: &str) -> Result<Arc<GroupCell>, i16> {
+        let mut g = self.groups.lock().unwrap();
+        g.check(id)?;
+        Ok(g.map
             .entry(id.to_string())
             .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(Group::new(id, now_ms()))))
-            .clone()
+            .clone())
     }
 
     fn cells(&self) -> Vec<Arc<GroupCell>> {
-        self.groups.lock().unwrap().values().cloned().collect()
+        self.groups.lock().unwrap().map.values().cloned().collect()
     }
 
     /// Removes a group that is now Dead from the map (the caller holds its lock).
     fn forget(&self, cell: &Arc<GroupCell>, id: &str) {
-        let mut m = self.groups.lock().unwrap();
-        if m.get(id).is_some_and(|c| Arc::ptr_eq(c, cell)) {
-            m.remove(id);
+        let mut g = self.groups.lock().unwrap();
+        if g.map.get(id).is_some_and(|c| Arc::ptr_eq(c, cell)) {
+            g.map.remove(id);
         }
+    }
+
+    /// Writes `records` for the group in `cell` (whose lock the caller holds). In a cluster
+    /// the group must still be the one coordinated here: a group unloaded while a request
+    /// held it gets NOT_COORDINATOR, and the write goes to its partition in the leader epoch
+    /// the coordinator holds.
+    async fn write(&self, cell: &Arc<GroupCell>, group: &str, records: Records) -> Result<(), i16> {
+        let at = {
+            let g = self.groups.lock().unwrap();
+            let at = g.check(group)?;
+            if at.is_some() && !g.map.get(group).is_some_and(|c| Arc::ptr_eq(c, cell)) {
+                return Err(E::NotCoordinator.code());
+            }
+            at
+        };
+        self.log.append(group, at, records).await
     }
 
     // ---- loading ---------------------------------------------------------------------------
 
-    /// Installs the groups replayed from `__consumer_offsets`. Groups with members come back
-    /// Stable (their sessions restart when [`Coordinator::start`] runs), others Empty.
+    /// Installs the groups replayed from `__consumer_offsets` (one node, at start-up). Groups
+    /// with members come back Stable (their sessions restart when [`Coordinator::start`]
+    /// runs), others Empty.
     pub fn install(&self, loaded: HashMap<String, Loaded>) {
         let now = now_ms();
-        let mut map = self.groups.lock().unwrap();
+        let mut g = self.groups.lock().unwrap();
         for (id, l) in loaded {
-            let mut g = Group::new(&id, now);
-            g.offsets = l
-                .offsets
-                .into_iter()
-                .map(|(k, v)| (k, Committed::from(v)))
-                .collect();
-            if let Some(v) = l.metadata {
-                g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
-                g.generation = v.generation;
-                g.protocol = v.protocol.clone();
-                g.leader = v.leader;
-                if v.state_timestamp > 0 {
-                    g.state_ts = v.state_timestamp;
-                }
-                let deadline = Instant::now();
-                for (i, m) in v.members.into_iter().enumerate() {
-                    let mut protocols = Vec::new();
-                    if let Some(p) = &v.protocol {
-                        protocols.push((p.clone(), m.subscription));
-                    }
-                    if let Some(inst) = &m.instance_id {
-                        g.statics.insert(inst.clone(), m.member_id.clone());
-                    }
-                    g.members.insert(
-                        m.member_id.clone(),
-                        Member {
-                            id: m.member_id,
-                            instance_id: m.instance_id,
-                            client_id: m.client_id,
-                            client_host: m.client_host,
-                            session_timeout_ms: m.session_timeout_ms,
-                            rebalance_timeout_ms: m.rebalance_timeout_ms,
-                            protocols,
-                            assignment: m.assignment,
-                            join_tx: None,
-                            sync_tx: None,
-                            deadline: deadline
-                                + Duration::from_millis(m.session_timeout_ms.max(0) as u64),
-                            is_new: false,
-                            seq: i as u64,
-                        },
-                    );
-                }
-                g.next_seq = g.members.len() as u64;
-                if !g.members.is_empty() && g.protocol.is_some() {
-                    g.state = State::Stable;
-                } else {
-                    g.members.clear();
-                    g.statics.clear();
-                    g.leader = None;
-                }
-            }
-            map.insert(id, Arc::new(tokio::sync::Mutex::new(g)));
+            let cell = Arc::new(tokio::sync::Mutex::new(restored(&id, l, now)));
+            g.map.insert(id, cell);
         }
     }
 
     /// Starts the session timers of loaded members and the periodic offset expiry.
     pub fn start(self: &Arc<Self>) {
-        for cell in self.cells() {
+        self.start_sessions(self.cells());
+        let me = Arc::downgrade(self);
+        let every = Duration::from_millis(self.cfg.offsets_retention_check_interval_ms.max(1));
+        tokio::spawn(async move {
+            loop {
+                sleep(every).await;
+                let Some(c) = me.upgrade() else { return };
+                c.expire_offsets(now_ms()).await;
+            }
+        });
+    }
+
+    fn start_sessions(self: &Arc<Self>, cells: Vec<Arc<GroupCell>>) {
+        for cell in cells {
             let me = self.clone();
             tokio::spawn(async move {
                 let ids: Vec<(String, u64)> = {
@@ -187,16 +221,188 @@ impl Coordinator {
                 }
             });
         }
-        let me = Arc::downgrade(self);
-        let every = Duration::from_millis(self.cfg.offsets_retention_check_interval_ms.max(1));
+    }
+
+    /// In a cluster: this broker leads `__consumer_offsets` partition `partition` (of `count`)
+    /// at `epoch`. Returns whether the caller must load it now (then finish with
+    /// [`Coordinator::finish_load`]); until then its groups get COORDINATOR_LOAD_IN_PROGRESS.
+    pub fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
+        let mut g = self.groups.lock().unwrap();
+        g.owned
+            .as_mut()
+            .is_some_and(|o| o.begin_load(partition, epoch, count))
+    }
+
+    /// Whether the load of `partition` begun at `epoch` is still wanted.
+    pub fn is_loading(&self, partition: i32, epoch: i32) -> bool {
+        let g = self.groups.lock().unwrap();
+        g.owned
+            .as_ref()
+            .is_some_and(|o| o.is_loading(partition, epoch))
+    }
+
+    /// The groups replayed from `partition` (loaded at `epoch`) are installed and served from
+    /// now on, unless the load is stale (the partition was unloaded or reloaded meanwhile).
+    /// Records of groups that belong to another partition are left to that one's coordinator.
+    pub fn finish_load(
+        self: &Arc<Self>,
+        partition: i32,
+        epoch: i32,
+        loaded: HashMap<String, Loaded>,
+    ) -> bool {
+        let now = now_ms();
+        let mut cells = Vec::new();
+        {
+            let mut g = self.groups.lock().unwrap();
+            let Groups { map, owned } = &mut *g;
+            let Some(o) = owned.as_mut() else {
+                return false;
+            };
+            if !o.finish_load(partition, epoch) {
+                return false;
+            }
+            let home: Vec<(String, Loaded)> = loaded
+                .into_iter()
+                .filter(|(id, _)| o.partition_of(id) == Some(partition))
+                .collect();
+            for (id, l) in home {
+                let cell = Arc::new(tokio::sync::Mutex::new(restored(&id, l, now)));
+                map.insert(id, cell.clone());
+                cells.push(cell);
+            }
+        }
+        // Fifty partitions load at once when the topic is created: only those with groups
+        // are worth a line at the default level.
+        if cells.is_empty() {
+            tracing::debug!(
+                partition,
+                epoch,
+                "coordinating {}-{partition}",
+                super::store::TOPIC
+            );
+        } else {
+            info!(
+                partition,
+                epoch,
+                groups = cells.len(),
+                "coordinating the groups of {}-{partition}",
+                super::store::TOPIC
+            );
+        }
+        self.start_sessions(cells);
+        true
+    }
+
+    /// In a cluster: this broker no longer leads `partition`. Its groups leave the map at
+    /// once (their requests get NOT_COORDINATOR from now on); then each is marked Dead and
+    /// its waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR.
+    pub fn unload(&self, partition: i32) {
+        let gone: Vec<Arc<GroupCell>> = {
+            let mut g = self.groups.lock().unwrap();
+            let Groups { map, owned } = &mut *g;
+            let Some(o) = owned.as_mut() else {
+                return;
+            };
+            if !o.unload(partition) {
+                return;
+            }
+            let ids: Vec<String> = map
+                .keys()
+                .filter(|id| o.partition_of(id) == Some(partition))
+                .cloned()
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        if !gone.is_empty() {
+            info!(
+                partition,
+                groups = gone.len(),
+                "no longer coordinating the groups of {}-{partition}",
+                super::store::TOPIC
+            );
+        }
         tokio::spawn(async move {
-            loop {
-                sleep(every).await;
-                let Some(c) = me.upgrade() else { return };
-                c.expire_offsets(now_ms()).await;
+            for cell in gone {
+                let mut g = cell.lock().await;
+                unloaded(&mut g);
             }
         });
     }
+}
+
+/// A group as replayed from the log.
+fn restored(id: &str, l: Loaded, now: i64) -> Group {
+    let mut g = Group::new(id, now);
+    g.offsets = l
+        .offsets
+        .into_iter()
+        .map(|(k, v)| (k, Committed::from(v)))
+        .collect();
+    let Some(v) = l.metadata else {
+        return g;
+    };
+    g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
+    g.generation = v.generation;
+    g.protocol = v.protocol.clone();
+    g.leader = v.leader;
+    if v.state_timestamp > 0 {
+        g.state_ts = v.state_timestamp;
+    }
+    let deadline = Instant::now();
+    for (i, m) in v.members.into_iter().enumerate() {
+        let mut protocols = Vec::new();
+        if let Some(p) = &v.protocol {
+            protocols.push((p.clone(), m.subscription));
+        }
+        if let Some(inst) = &m.instance_id {
+            g.statics.insert(inst.clone(), m.member_id.clone());
+        }
+        g.members.insert(
+            m.member_id.clone(),
+            Member {
+                id: m.member_id,
+                instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocols,
+                assignment: m.assignment,
+                join_tx: None,
+                sync_tx: None,
+                deadline: deadline + Duration::from_millis(m.session_timeout_ms.max(0) as u64),
+                is_new: false,
+                seq: i as u64,
+            },
+        );
+    }
+    g.next_seq = g.members.len() as u64;
+    if !g.members.is_empty() && g.protocol.is_some() {
+        g.state = State::Stable;
+    } else {
+        g.members.clear();
+        g.statics.clear();
+        g.leader = None;
+    }
+    g
+}
+
+/// A group whose partition left this broker: waiting requests are told to find the new
+/// coordinator, and the group is Dead here (its timers end when they next look at it).
+fn unloaded(g: &mut Group) {
+    let code = E::NotCoordinator.code();
+    for m in g.members.values_mut() {
+        if let Some(tx) = m.join_tx.take() {
+            let _ = tx.send(JoinResult::error(code, &m.id));
+        }
+        if let Some(tx) = m.sync_tx.take() {
+            let _ = tx.send(SyncResult::error(code));
+        }
+    }
+    g.members.clear();
+    g.statics.clear();
+    g.pending.clear();
+    g.transition(State::Dead, now_ms());
 }
 
 fn session(m: &Member) -> Duration {

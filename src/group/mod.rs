@@ -8,12 +8,17 @@
 //! * `records`: the `__consumer_offsets` key and value schemas.
 //! * `store`: the append interface, the broker's implementation over the partition log, and
 //!   loading at start-up.
+//! * `loader`: in a cluster, loading and unloading `__consumer_offsets` partitions as this
+//!   broker's leaderships move.
 
 pub mod coordinator;
+pub mod loader;
 pub mod records;
 pub mod state;
 pub mod store;
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;
 

@@ -8,19 +8,22 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::records::{self, GroupValue, Key, OffsetValue};
 use crate::broker::{Broker, now_ms};
 use crate::cluster::controller::NewTopic;
-use crate::cluster::{Controller, TopicError, TopicInfo};
+use crate::cluster::replication::AckStatus;
+use crate::cluster::{Controller, Partition, PartitionError, TopicError, TopicInfo};
 
 pub const TOPIC: &str = "__consumer_offsets";
 
@@ -28,10 +31,23 @@ pub const TOPIC: &str = "__consumer_offsets";
 pub type Records = Vec<(Bytes, Option<Bytes>)>;
 pub type AppendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), i16>> + Send + 'a>>;
 
+/// Where a coordinator in a cluster writes a group's records: the group's partition, in the
+/// leader epoch the coordinator loaded it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leader {
+    pub partition: i32,
+    pub epoch: i32,
+}
+
 pub trait OffsetsLog: Send + Sync {
-    /// Appends `records` to the partition of `group`; resolves once they are written, or to
-    /// the Kafka error code to answer with.
-    fn append<'a>(&'a self, group: &'a str, records: Records) -> AppendFuture<'a>;
+    /// Appends `records` to the partition of `group` (`at`, in a cluster); resolves once they
+    /// are committed (on one node: written), or to the Kafka error code to answer with.
+    fn append<'a>(
+        &'a self,
+        group: &'a str,
+        at: Option<Leader>,
+        records: Records,
+    ) -> AppendFuture<'a>;
 }
 
 /// The broker's `__consumer_offsets`.
@@ -143,21 +159,30 @@ pub fn encode_batch(records: &Records, timestamp: i64) -> anyhow::Result<BytesMu
 }
 
 impl OffsetsLog for TopicLog {
-    fn append<'a>(&'a self, group: &'a str, records: Records) -> AppendFuture<'a> {
+    fn append<'a>(
+        &'a self,
+        group: &'a str,
+        at: Option<Leader>,
+        records: Records,
+    ) -> AppendFuture<'a> {
         Box::pin(async move {
             let Some(b) = self.broker.upgrade() else {
                 return Err(ResponseError::CoordinatorNotAvailable.code());
             };
+            let mut buf = encode_batch(&records, now_ms()).map_err(|e| {
+                warn!("cannot encode {TOPIC} records: {e:#}");
+                ResponseError::UnknownServerError.code()
+            })?;
+            if let Some(at) = at {
+                let timeout = Duration::from_millis(b.config.offsets_commit_timeout_ms);
+                return append_committed(&b, group, at, &mut buf, timeout).await;
+            }
             let topic = self.topic(&b).await?;
             let len = topic.partition_count as i32;
             let n = (*self.spread.get_or_init(|| len)).min(len);
             let Some(p) = topic.partition(records::partition_for(group, n)) else {
                 return Err(ResponseError::NotCoordinator.code());
             };
-            let mut buf = encode_batch(&records, now_ms()).map_err(|e| {
-                warn!("cannot encode {TOPIC} records: {e:#}");
-                ResponseError::UnknownServerError.code()
-            })?;
             p.append_as_leader(&mut buf, None, i32::MAX as usize)
                 .map(|_| ())
                 .map_err(|e| {
@@ -168,19 +193,97 @@ impl OffsetsLog for TopicLog {
     }
 }
 
-/// An in-memory log for tests: keeps every append; `fail` makes appends fail.
+/// A coordinator's write in a cluster, as Kafka's coordinator writes: acks=all under the
+/// partition's min.insync.replicas, answered once the high watermark passes it (within
+/// `offsets.commit.timeout.ms`), so what a client is told is committed survives the loss of
+/// any broker. Only in the leader epoch the coordinator holds: after a change of leadership
+/// the group is someone else's (NOT_COORDINATOR). Too few in-sync replicas, or the timeout:
+/// COORDINATOR_NOT_AVAILABLE (the client retries), as Kafka maps them.
+async fn append_committed(
+    b: &Broker,
+    group: &str,
+    at: Leader,
+    batch: &mut [u8],
+    timeout: Duration,
+) -> Result<(), i16> {
+    let not_coordinator = ResponseError::NotCoordinator.code();
+    let unavailable = ResponseError::CoordinatorNotAvailable.code();
+    let p = b
+        .controller
+        .topic(TOPIC)
+        .and_then(|t| t.partition(at.partition).cloned())
+        .ok_or(not_coordinator)?;
+    if !p.is_leader() || p.leader_epoch() != at.epoch {
+        return Err(not_coordinator);
+    }
+    let appended = match p.append_with_acks(batch, None, i32::MAX as usize, -1) {
+        Ok(a) => a,
+        Err(PartitionError::NotLeader) => return Err(not_coordinator),
+        Err(e @ PartitionError::NotEnoughReplicas { .. }) => {
+            info!(
+                group,
+                partition = at.partition,
+                "{TOPIC} write refused: {e:?}"
+            );
+            return Err(unavailable);
+        }
+        Err(e) => {
+            warn!(
+                group,
+                partition = at.partition,
+                "append to {TOPIC} failed: {e:?}"
+            );
+            return Err(unavailable);
+        }
+    };
+    if appended.leader_epoch != at.epoch {
+        // Led again in a newer epoch since the check: this coordinator's state is stale.
+        return Err(not_coordinator);
+    }
+    let required = appended.info.last_offset + 1;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let waiter = Arc::new(Notify::new());
+        p.add_waiter(&waiter);
+        match p.ack_status(required, at.epoch) {
+            Ok(AckStatus::Done) => return Ok(()),
+            Ok(AckStatus::Waiting) => {}
+            Ok(AckStatus::NotEnoughReplicasAfterAppend) => return Err(unavailable),
+            Err(_) => return Err(not_coordinator),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            info!(
+                group,
+                partition = at.partition,
+                "{TOPIC} write not committed within offsets.commit.timeout.ms"
+            );
+            return Err(unavailable);
+        }
+        let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;
+    }
+}
+
+/// An in-memory log for tests: keeps every append (and where a clustered coordinator aimed
+/// it); `fail` makes appends fail.
 #[derive(Default)]
 pub struct MemoryLog {
     pub appended: Mutex<Vec<(String, Bytes, Option<Bytes>)>>,
+    pub targets: Mutex<Vec<Option<Leader>>>,
     pub fail: std::sync::atomic::AtomicBool,
 }
 
 impl OffsetsLog for MemoryLog {
-    fn append<'a>(&'a self, group: &'a str, records: Records) -> AppendFuture<'a> {
+    fn append<'a>(
+        &'a self,
+        group: &'a str,
+        at: Option<Leader>,
+        records: Records,
+    ) -> AppendFuture<'a> {
         Box::pin(async move {
             if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(ResponseError::CoordinatorNotAvailable.code());
             }
+            self.targets.lock().unwrap().push(at);
             let mut a = self.appended.lock().unwrap();
             for (k, v) in records {
                 a.push((group.to_string(), k, v));
@@ -288,10 +391,42 @@ pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> 
     Ok(state)
 }
 
+/// The groups in one partition of `__consumer_offsets`, from its log start to its high
+/// watermark (a cluster node that became the partition's leader).
+pub fn load_partition(p: &Partition) -> anyhow::Result<HashMap<String, Loaded>> {
+    let mut state: HashMap<String, Loaded> = HashMap::new();
+    let mut count = 0usize;
+    replay_partition(p, |_, k, v| {
+        apply(&mut state, k, v);
+        count += 1;
+    })?;
+    state.retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
+    tracing::debug!(
+        partition = p.index,
+        records = count,
+        groups = state.len(),
+        "replayed {TOPIC}-{}",
+        p.index
+    );
+    Ok(state)
+}
+
 /// Calls `f(partition, key, value)` for every record of `topic` with a key, in offset order
 /// within each partition, partitions in index order.
 fn replay(topic: &TopicInfo, mut f: impl FnMut(i32, Bytes, Option<Bytes>)) -> anyhow::Result<()> {
     for p in &topic.partitions {
+        replay_partition(p, &mut f)?;
+    }
+    Ok(())
+}
+
+/// Calls `f(partition, key, value)` for every record of `p` with a key, from its log start
+/// to its high watermark.
+pub fn replay_partition(
+    p: &Partition,
+    mut f: impl FnMut(i32, Bytes, Option<Bytes>),
+) -> anyhow::Result<()> {
+    {
         let mut offset = p.log_start_offset();
         let end = p.high_watermark();
         while offset < end {

@@ -15,7 +15,7 @@ use super::records::{self, Key};
 use super::state::{JoinResult, State};
 use super::store::{self, MemoryLog};
 
-fn config(initial_delay_ms: u64) -> GroupConfig {
+pub(super) fn config(initial_delay_ms: u64) -> GroupConfig {
     GroupConfig {
         min_session_timeout_ms: 6000,
         max_session_timeout_ms: 1_800_000,
@@ -31,7 +31,7 @@ fn coordinator(initial_delay_ms: u64) -> (Arc<Coordinator>, Arc<MemoryLog>) {
     (Coordinator::new(config(initial_delay_ms), log.clone()), log)
 }
 
-fn join_params(
+pub(super) fn join_params(
     group: &str,
     member: &str,
     instance: Option<&str>,
@@ -56,19 +56,40 @@ fn join_params(
 }
 
 /// A dynamic member joining from scratch (MEMBER_ID_REQUIRED, then the real join).
-async fn join_new(c: &Arc<Coordinator>, group: &str, protocols: &[&str]) -> JoinResult {
+pub(super) async fn join_new(c: &Arc<Coordinator>, group: &str, protocols: &[&str]) -> JoinResult {
     let first = c.join(join_params(group, "", None, protocols)).await;
     assert_eq!(first.error, E::MemberIdRequired.code());
     c.join(join_params(group, &first.member_id, None, protocols))
         .await
 }
 
-fn spawn_join(c: &Arc<Coordinator>, p: JoinParams) -> tokio::task::JoinHandle<JoinResult> {
+/// A simple consumer's commit (generation -1, no member) of `t`-0 at `offset`.
+pub(super) fn simple_commit(group: &str, offset: i64) -> CommitParams {
+    CommitParams {
+        group_id: group.into(),
+        member_id: String::new(),
+        instance_id: None,
+        generation: -1,
+        version: 8,
+        offsets: vec![CommitOffset {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    }
+}
+
+pub(super) fn spawn_join(
+    c: &Arc<Coordinator>,
+    p: JoinParams,
+) -> tokio::task::JoinHandle<JoinResult> {
     let c = c.clone();
     tokio::spawn(async move { c.join(p).await })
 }
 
-async fn sync(
+pub(super) async fn sync(
     c: &Arc<Coordinator>,
     group: &str,
     r: &JoinResult,
@@ -89,6 +110,7 @@ async fn sync(
 async fn state(c: &Arc<Coordinator>, group: &str) -> State {
     c.describe(group)
         .await
+        .unwrap()
         .map(|d| d.state)
         .unwrap_or(State::Dead)
 }
@@ -390,7 +412,10 @@ async fn commits_and_fetches() {
     c2.install(replay);
     let f = c2.fetch_offsets("simple", None).await.unwrap();
     assert_eq!(f[0].1[0].offset, 42);
-    assert_eq!(c2.describe("g").await.unwrap().state, State::Stable);
+    assert_eq!(
+        c2.describe("g").await.unwrap().unwrap().state,
+        State::Stable
+    );
     // Deleting the simple group writes tombstones.
     assert_eq!(c.delete_group("simple").await, 0);
     assert_eq!(c.delete_group("simple").await, E::GroupIdNotFound.code());
@@ -399,21 +424,7 @@ async fn commits_and_fetches() {
 #[tokio::test(start_paused = true)]
 async fn offsets_of_empty_groups_expire() {
     let (c, _) = coordinator(0);
-    let p = CommitParams {
-        group_id: "s".into(),
-        member_id: String::new(),
-        instance_id: None,
-        generation: -1,
-        version: 8,
-        offsets: vec![CommitOffset {
-            topic: "t".into(),
-            partition: 0,
-            offset: 1,
-            leader_epoch: -1,
-            metadata: None,
-        }],
-    };
-    c.commit(p).await.unwrap();
+    c.commit(simple_commit("s", 1)).await.unwrap();
     let now = crate::broker::now_ms();
     c.expire_offsets(now + 1000).await;
     assert_eq!(c.list().await.len(), 1);
@@ -504,7 +515,7 @@ async fn static_leader_restart_below_v9_keeps_generation() {
         c.heartbeat("g", &a.member_id, Some("ia"), 1).await,
         E::FencedInstanceId.code()
     );
-    let d = c.describe("g").await.unwrap();
+    let d = c.describe("g").await.unwrap().unwrap();
     assert_eq!(d.members[0].member_id, a2.member_id, "join order is kept");
     // A later rebalance is led by the new id.
     let a3 = spawn_join(&c, join_params("g", &a2.member_id, Some("ia"), BOTH));
@@ -579,6 +590,6 @@ async fn static_restart_whose_write_fails_is_undone() {
     assert_eq!(a2.leader, rs[0].member_id);
     // The old incarnation is still the member and the leader.
     no_rebalance(&c, &[(&rs[0].member_id, "ia"), (&rs[1].member_id, "ib")]).await;
-    let d = c.describe("g").await.unwrap();
+    let d = c.describe("g").await.unwrap().unwrap();
     assert_eq!(d.members[0].member_id, rs[0].member_id);
 }

@@ -397,9 +397,20 @@ impl ClusterNode {
 
 impl Broker {
     /// A reconciled image: coordinators move with the leaderships of their internal
-    /// partitions.
-    fn on_replicas_changed(&self, _img: &MetadataImage, r: replicas::Reconciled) {
-        let _ = (r.became_leader, r.stopped_leading);
+    /// partitions (the group coordinator with `__consumer_offsets`'s).
+    fn on_replicas_changed(&self, img: &MetadataImage, r: replicas::Reconciled) {
+        let offsets = crate::group::store::TOPIC;
+        for (topic, index) in r.stopped_leading {
+            if &*topic == offsets {
+                crate::group::loader::stopped_leading(&self.groups, index);
+            }
+        }
+        let count = img.topic(offsets).map_or(0, |t| t.partitions.len() as i32);
+        for p in r.became_leader {
+            if &*p.topic == offsets {
+                crate::group::loader::became_leader(&self.groups, p, count);
+            }
+        }
     }
 }
 

@@ -34,8 +34,11 @@ pub struct Listed {
 }
 
 impl Coordinator {
-    pub async fn describe(&self, group_id: &str) -> Option<Described> {
-        let cell = self.get(group_id)?;
+    /// The group, None if unknown here; the error if it is not coordinated here.
+    pub async fn describe(&self, group_id: &str) -> Result<Option<Described>, i16> {
+        let Some(cell) = self.get(group_id)? else {
+            return Ok(None);
+        };
         let g = cell.lock().await;
         let stable = g.state == State::Stable;
         let protocol = if stable {
@@ -45,7 +48,7 @@ impl Coordinator {
         };
         let mut ms: Vec<&Member> = g.members.values().collect();
         ms.sort_by_key(|m| m.seq);
-        Some(Described {
+        Ok(Some(Described {
             state: g.state,
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             members: ms
@@ -68,7 +71,7 @@ impl Coordinator {
                 })
                 .collect(),
             protocol,
-        })
+        }))
     }
 
     pub async fn list(&self) -> Vec<Listed> {
@@ -90,8 +93,10 @@ impl Coordinator {
 
     /// DeleteGroups for one group: tombstones for its offsets and metadata.
     pub async fn delete_group(&self, group_id: &str) -> i16 {
-        let Some(cell) = self.get(group_id) else {
-            return E::GroupIdNotFound.code();
+        let cell = match self.get(group_id) {
+            Ok(Some(c)) => c,
+            Ok(None) => return E::GroupIdNotFound.code(),
+            Err(code) => return code,
         };
         let mut g = cell.lock().await;
         match g.state {
@@ -110,7 +115,7 @@ impl Coordinator {
             }),
             None,
         ));
-        if let Err(e) = self.log.append(&g.id, records).await {
+        if let Err(e) = self.write(&cell, &g.id, records).await {
             return e;
         }
         g.offsets.clear();
@@ -154,7 +159,7 @@ impl Coordinator {
                     None,
                 ));
             }
-            if records.is_empty() || self.log.append(&g.id, records).await.is_err() {
+            if records.is_empty() || self.write(&cell, &g.id, records).await.is_err() {
                 continue;
             }
             for k in &expired {

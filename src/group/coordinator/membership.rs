@@ -57,6 +57,9 @@ impl Coordinator {
         if p.group_id.is_empty() {
             return JoinResult::error(E::InvalidGroupId.code(), &p.member_id);
         }
+        if let Err(code) = self.serves(&p.group_id) {
+            return JoinResult::error(code, &p.member_id);
+        }
         if p.session_timeout_ms < self.cfg.min_session_timeout_ms
             || p.session_timeout_ms > self.cfg.max_session_timeout_ms
         {
@@ -68,10 +71,12 @@ impl Coordinator {
         let cell = if p.member_id.is_empty() {
             self.get_or_create(&p.group_id)
         } else {
-            match self.get(&p.group_id) {
-                Some(c) => c,
-                None => return JoinResult::error(E::UnknownMemberId.code(), &p.member_id),
-            }
+            self.get(&p.group_id)
+                .and_then(|c| c.ok_or(E::UnknownMemberId.code()))
+        };
+        let cell = match cell {
+            Ok(c) => c,
+            Err(code) => return JoinResult::error(code, &p.member_id),
         };
         let reply = {
             let mut g = cell.lock().await;
@@ -320,7 +325,7 @@ impl Coordinator {
             return Reply::Later(rx);
         }
         let records = vec![group_record(g)];
-        if let Err(code) = self.log.append(&g.id, records).await {
+        if let Err(code) = self.write(cell, &g.id, records).await {
             // Undo: the old member id stays the member (its session timer is still running).
             g.replace_static_member(&instance, &new_id, &old_id);
             let m = g.members.get_mut(&old_id).unwrap();
@@ -425,7 +430,7 @@ impl Coordinator {
 
     /// The join phase ends: members that did not rejoin are dropped, the next generation
     /// starts, and every waiting JoinGroup is answered.
-    async fn complete_join(self: &Arc<Self>, _cell: &Arc<GroupCell>, g: &mut Group) {
+    async fn complete_join(self: &Arc<Self>, cell: &Arc<GroupCell>, g: &mut Group) {
         let gone: Vec<String> = g
             .members
             .values()
@@ -447,7 +452,7 @@ impl Coordinator {
             g.transition(State::Empty, now_ms());
             info!(group = %g.id, generation = g.generation, "group is empty");
             let records = vec![group_record(g)];
-            let _ = self.log.append(&g.id, records).await;
+            let _ = self.write(cell, &g.id, records).await;
             return;
         }
         g.protocol = g.select_protocol();
@@ -542,8 +547,10 @@ impl Coordinator {
     // ---- SyncGroup -------------------------------------------------------------------------
 
     pub async fn sync(self: &Arc<Self>, p: SyncParams) -> SyncResult {
-        let Some(cell) = self.get(&p.group_id) else {
-            return SyncResult::error(E::UnknownMemberId.code());
+        let cell = match self.get(&p.group_id) {
+            Ok(Some(c)) => c,
+            Ok(None) => return SyncResult::error(E::UnknownMemberId.code()),
+            Err(code) => return SyncResult::error(code),
         };
         let reply = {
             let mut g = cell.lock().await;
@@ -620,7 +627,7 @@ impl Coordinator {
         }
         let records = vec![group_record(g)];
         let generation = g.generation;
-        let stored = self.log.append(&g.id, records).await;
+        let stored = self.write(cell, &g.id, records).await;
         if g.state != State::CompletingRebalance || g.generation != generation {
             return;
         }
@@ -662,8 +669,10 @@ impl Coordinator {
         instance_id: Option<&str>,
         generation: i32,
     ) -> i16 {
-        let Some(cell) = self.get(group_id) else {
-            return E::UnknownMemberId.code();
+        let cell = match self.get(group_id) {
+            Ok(Some(c)) => c,
+            Ok(None) => return E::UnknownMemberId.code(),
+            Err(code) => return code,
         };
         let mut g = cell.lock().await;
         if g.state == State::Dead {
@@ -693,8 +702,10 @@ impl Coordinator {
         group_id: &str,
         leaving: &[(String, Option<String>)],
     ) -> (i16, Vec<i16>) {
-        let Some(cell) = self.get(group_id) else {
-            return (0, vec![E::UnknownMemberId.code(); leaving.len()]);
+        let cell = match self.get(group_id) {
+            Ok(Some(c)) => c,
+            Ok(None) => return (0, vec![E::UnknownMemberId.code(); leaving.len()]),
+            Err(code) => return (code, vec![0; leaving.len()]),
         };
         let mut g = cell.lock().await;
         if g.state == State::Dead {

@@ -42,9 +42,9 @@ pub struct FetchedOffset {
 impl Coordinator {
     /// Commits offsets; answers one error code per offset (in order), or one for all.
     pub async fn commit(self: &Arc<Self>, p: CommitParams) -> Result<Vec<i16>, i16> {
-        let cell = match self.get(&p.group_id) {
+        let cell = match self.get(&p.group_id)? {
             Some(c) => c,
-            None if p.generation < 0 => self.get_or_create(&p.group_id),
+            None if p.generation < 0 => self.get_or_create(&p.group_id)?,
             None if p.version >= 9 => return Err(E::GroupIdNotFound.code()),
             None => return Err(E::IllegalGeneration.code()),
         };
@@ -108,7 +108,7 @@ impl Coordinator {
         if records.is_empty() {
             return Ok(codes);
         }
-        match self.log.append(&g.id, records).await {
+        match self.write(&cell, &g.id, records).await {
             Ok(()) => {
                 for (_, k, c) in accepted {
                     g.offsets.insert(k, c);
@@ -129,7 +129,7 @@ impl Coordinator {
         group_id: &str,
         topics: Option<Vec<(String, Vec<i32>)>>,
     ) -> Result<Vec<(String, Vec<FetchedOffset>)>, i16> {
-        let cell = self.get(group_id);
+        let cell = self.get(group_id)?;
         let g = match &cell {
             Some(c) => Some(c.lock().await),
             None => None,
@@ -189,7 +189,7 @@ impl Coordinator {
         group_id: &str,
         partitions: Vec<(String, i32)>,
     ) -> Result<Vec<i16>, i16> {
-        let Some(cell) = self.get(group_id) else {
+        let Some(cell) = self.get(group_id)? else {
             return Err(E::GroupIdNotFound.code());
         };
         let mut g = cell.lock().await;
@@ -216,7 +216,7 @@ impl Coordinator {
             }
         }
         if !records.is_empty() {
-            self.log.append(&g.id, records).await?;
+            self.write(&cell, &g.id, records).await?;
             for k in removed {
                 g.offsets.remove(&k);
             }
