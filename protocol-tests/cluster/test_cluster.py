@@ -113,8 +113,11 @@ class Spawned:
         self.errpath = self.path[:-4] + ".err"
         self.out = open(self.path, "wb")
         self.err = open(self.errpath, "wb")
-        self.p = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, cwd=cwd, env=env,
-                                  start_new_session=True)
+        self.p = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, cwd=cwd, env=env)
+        # ./run ends whatever is still running from this list when the suite is over (a hung
+        # scenario ends the process at once, with no chance to stop its children)
+        with open(os.path.join(TMP, "spawned.pids"), "a") as f:
+            f.write("%d\n" % self.p.pid)
 
     def lines(self):
         with open(self.path, "rb") as f:
