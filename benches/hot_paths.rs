@@ -387,7 +387,7 @@ fn bench_handler(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let broker: Arc<Broker> = Broker::open(config).unwrap();
+    let broker: Arc<Broker> = Broker::open(config, None).unwrap();
     rt.block_on(broker.controller.create_topic(NewTopic {
         name: "bench".into(),
         num_partitions: 1,

@@ -1,12 +1,13 @@
 //! The broker: configuration plus the owners of all state (the controller owns topics and
 //! partitions; each partition owns its log). Handlers get an `Arc<Broker>`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::cluster::Controller;
+use crate::cluster::node::ClusterNode;
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
 use crate::producer::ProducerIdManager;
@@ -20,12 +21,15 @@ pub struct Broker {
     pub producer_ids: ProducerIdManager,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
     pub groups: Arc<Coordinator>,
+    /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
+    pub cluster: OnceLock<Arc<ClusterNode>>,
 }
 
 impl Broker {
-    pub fn open(config: BrokerConfig) -> Result<Arc<Broker>> {
+    /// Opens the log dirs. In a cluster, `cluster_id` is the id the metadata quorum agreed on.
+    pub fn open(config: BrokerConfig, cluster_id: Option<&str>) -> Result<Arc<Broker>> {
         let config = Arc::new(config);
-        let controller = Controller::open(config.clone())?;
+        let controller = Controller::open(config.clone(), cluster_id)?;
         let advertised = config.advertised();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let group_config = GroupConfig::from_broker(&config);
@@ -35,10 +39,16 @@ impl Broker {
             advertised,
             producer_ids,
             groups: Coordinator::new(group_config, Arc::new(store::TopicLog::new(me.clone()))),
+            cluster: OnceLock::new(),
         });
         // Groups and offsets are loaded before anything is served.
         broker.groups.install(store::load(&broker.controller)?);
         Ok(broker)
+    }
+
+    /// The cluster node, in a replicated cluster.
+    pub fn cluster(&self) -> Option<&Arc<ClusterNode>> {
+        self.cluster.get()
     }
 
     pub fn node_id(&self) -> i32 {

@@ -12,6 +12,7 @@ use clap::Parser;
 use tracing::{error, info};
 
 use sluice::broker::Broker;
+use sluice::cluster::node;
 use sluice::config::BrokerConfig;
 use sluice::net::server;
 
@@ -54,7 +55,8 @@ fn init_logging() {
     let (var, spec) = ["SLUICE_LOG", "RUST_LOG"]
         .iter()
         .find_map(|v| std::env::var(v).ok().map(|s| (*v, s)))
-        .unwrap_or(("", "info".to_string()));
+        // openraft reports every election step at INFO and WARN; its errors are enough.
+        .unwrap_or(("", "info,openraft=error".to_string()));
     let (filter, bad) = match EnvFilter::try_new(&spec) {
         Ok(f) => (f, None),
         Err(e) => (EnvFilter::new("info"), Some(e)),
@@ -92,10 +94,32 @@ async fn run(config: BrokerConfig) -> i32 {
         Ok(l) => l,
         Err(e) => fail(&format!("{e:#}")),
     };
-    let broker = match Broker::open(config) {
+    // A cluster node starts its quorum first: the cluster id it agrees on goes into the log
+    // dirs' meta.properties.
+    let quorum = match &config.cluster {
+        None => None,
+        Some(_) => {
+            let stored = match sluice::cluster::controller::stored_cluster_id(&config) {
+                Ok(s) => s,
+                Err(e) => fail(&format!("{e:#}")),
+            };
+            match node::start_quorum(&config, stored).await {
+                Ok(q) => Some(q),
+                Err(e) => fail(&format!("{e:#}")),
+            }
+        }
+    };
+    let cluster_id = match &quorum {
+        Some(q) => Some(node::wait_for_cluster_id(q).await),
+        None => None,
+    };
+    let broker = match Broker::open(config, cluster_id.as_deref()) {
         Ok(b) => b,
         Err(e) => fail(&format!("{e:#}")),
     };
+    if let Some(q) = quorum {
+        let _ = broker.cluster.set(node::ClusterNode::start(q, &broker));
+    }
     let bound: Vec<String> = broker
         .config
         .listeners
@@ -132,10 +156,22 @@ async fn run(config: BrokerConfig) -> i32 {
         bound.join(","),
         advertised,
     );
-    wait_for_signal().await;
+    let signal = wait_for_signal().await;
     info!("shutting down");
+    if let Some(c) = broker.cluster() {
+        // SIGTERM moves this broker's leaderships away first (controlled shutdown).
+        if signal == "SIGTERM" && c.config.controlled_shutdown {
+            c.controlled_shutdown(Duration::from_millis(
+                c.config.session_timeout_ms.max(1000) as u64 * 2,
+            ))
+            .await;
+        }
+    }
     for t in &tasks {
         t.abort();
+    }
+    if let Some(c) = broker.cluster() {
+        c.stop().await;
     }
     let b = broker.clone();
     match tokio::task::spawn_blocking(move || b.controller.shutdown()).await {
@@ -154,12 +190,12 @@ async fn run(config: BrokerConfig) -> i32 {
     }
 }
 
-async fn wait_for_signal() {
+async fn wait_for_signal() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
     }
 }

@@ -148,7 +148,7 @@ impl Harness {
             ("log.segment.bytes".to_string(), "65536".to_string()),
         ])
         .expect("fuzz broker config");
-        let broker = Broker::open(config).expect("open fuzz broker");
+        let broker = Broker::open(config, None).expect("open fuzz broker");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)

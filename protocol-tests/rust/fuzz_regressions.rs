@@ -42,7 +42,7 @@ impl TestBroker {
             ("auto.create.topics.enable".to_string(), "false".to_string()),
         ])
         .unwrap();
-        let broker = Broker::open(config).unwrap();
+        let broker = Broker::open(config, None).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

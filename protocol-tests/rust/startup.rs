@@ -187,11 +187,9 @@ fn config_errors_name_file_and_line_and_stop_start_up() {
         (
             "process.roles=broker,controller\n",
             vec![],
-            format!(
-                "sluice: {}:1: process.roles: KRaft process roles (a Sluice node is one broker \
-                 and its own controller): not supported by Sluice yet",
-                conf.display()
-            ),
+            "sluice: controller.quorum.voters: with process.roles set, controller.quorum.voters \
+             must list the controllers (id@host:port,...)"
+                .to_string(),
         ),
     ];
     for (i, (text, extra, want)) in cases.into_iter().enumerate() {

@@ -71,7 +71,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         };
     let mut resp = CreatePartitionsResponse::default();
     let added = additional_in_request(req.topics.iter().filter(unique).map(|t| {
-        let current = b.controller.topic(&t.name.0).map(|i| i.partitions.len());
+        let current = b.controller.topic(&t.name.0).map(|i| i.partition_count);
         (t.count, current)
     }));
     if added > MAX_ADDITIONAL_PARTITIONS_PER_REQUEST {
@@ -94,7 +94,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .collect()
         });
         let name = t.name.0.as_str();
-        let done = if req.validate_only {
+        let done = if let Some(c) = b.cluster() {
+            c.create_partitions(name, t.count, assignments.clone(), req.validate_only)
+                .await
+        } else if req.validate_only {
             b.controller
                 .validate_partition_increase(name, t.count, assignments.as_deref())
                 .map(|_| ())

@@ -6,6 +6,7 @@
 //! result carries the partition count, replication factor and the topic's configs; from v7
 //! the topic id.
 
+use crate::cluster::control::active::CreateTopic;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -120,7 +121,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                             "Unexpected partition indices in replica assignment".into(),
                         ));
                     }
-                    if a.broker_ids.iter().any(|id| id.0 != b.node_id()) || a.broker_ids.is_empty()
+                    // A cluster's controller checks the brokers named.
+                    if b.cluster().is_none()
+                        && (a.broker_ids.iter().any(|id| id.0 != b.node_id())
+                            || a.broker_ids.is_empty())
                     {
                         return Err(TopicError::InvalidReplicationFactor(
                             "Replica assignment names brokers that are not registered".into(),
@@ -155,7 +159,25 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     replication_factor: rf,
                     configs: configs.clone(),
                 };
-                if req.validate_only {
+                if let Some(c) = b.cluster() {
+                    let assignments = (!t.assignments.is_empty()).then(|| {
+                        t.assignments
+                            .iter()
+                            .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
+                            .collect()
+                    });
+                    let ct = CreateTopic {
+                        name: nt.name,
+                        num_partitions: nt.num_partitions,
+                        replication_factor: nt.replication_factor,
+                        assignments,
+                        configs: nt.configs,
+                    };
+                    match c.create_topics(vec![ct], req.validate_only).await.pop() {
+                        Some(r) => r.map(|id| (id, partitions, rf, configs)),
+                        None => Err(TopicError::UnknownTopic),
+                    }
+                } else if req.validate_only {
                     b.controller
                         .validate_new_topic(&nt)
                         .map(|_| (uuid::Uuid::nil(), partitions, rf, configs))

@@ -73,7 +73,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     r.topic_id = t.id;
                     r.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
                 }
-                if let Err(e) = b.controller.delete_topic(&t.name).await {
+                let deleted = match b.cluster() {
+                    Some(c) => c.delete_topic(&t.name).await,
+                    None => b.controller.delete_topic(&t.name).await.map(|_| ()),
+                };
+                if let Err(e) = deleted {
                     r.error_code = super::errors::topic_error_code(&e);
                     if v >= 5 {
                         r.error_message =

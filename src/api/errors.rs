@@ -17,6 +17,7 @@ pub fn topic_error_code(e: &TopicError) -> i16 {
         TopicError::PolicyViolation(_) => E::PolicyViolation.code(),
         TopicError::UnknownTopic => E::UnknownTopicOrPartition.code(),
         TopicError::Storage(_) => E::KafkaStorageError.code(),
+        TopicError::Timeout(_) => E::RequestTimedOut.code(),
     }
 }
 
@@ -29,7 +30,8 @@ pub fn topic_error_message(e: &TopicError) -> Option<String> {
         | TopicError::InvalidConfig(m)
         | TopicError::InvalidReplicaAssignment(m)
         | TopicError::PolicyViolation(m)
-        | TopicError::Storage(m) => Some(m.clone()),
+        | TopicError::Storage(m)
+        | TopicError::Timeout(m) => Some(m.clone()),
         TopicError::UnknownTopic => Some("This server does not host this topic-partition.".into()),
     }
 }

@@ -178,10 +178,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             partitions: Vec::with_capacity(ft.partitions.len()),
         });
         for fp in ft.partitions {
-            let partition = topic
-                .as_ref()
-                .and_then(|t| t.partitions.get(fp.partition as usize).cloned())
-                .ok_or(unknown);
+            let partition = match &topic {
+                Some(t) => super::local_partition(t, fp.partition).cloned(),
+                None => Err(unknown),
+            };
             wanted.push(Wanted {
                 topic: topics.len() - 1,
                 index: fp.partition,
@@ -210,7 +210,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 p.add_waiter(&waiter);
             }
         }
-        let (outs, bytes, errors) = read_all(&wanted, max_bytes, replica);
+        let (outs, bytes, errors) =
+            read_all(&wanted, max_bytes, replica, b.cluster().map(|c| &**c));
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline;
         if done {
             for t in &mut topics {
@@ -231,6 +232,7 @@ fn read_all(
     wanted: &[Wanted],
     max_bytes: usize,
     replica: Option<i32>,
+    cluster: Option<&crate::cluster::node::ClusterNode>,
 ) -> (Vec<PartitionOut>, usize, bool) {
     let mut outs = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
@@ -249,7 +251,7 @@ fn read_all(
             Err(code) => Err(*code),
             Ok(p) => {
                 let limit = w.max_bytes.min(max_bytes.saturating_sub(total));
-                read_one(p, w, limit, total == 0, replica)
+                read_one(p, w, limit, total == 0, replica, cluster)
                     .map(|read| (p, read))
                     .map_err(|e| super::errors::partition_error_code(&e))
             }
@@ -282,11 +284,12 @@ type Read = (crate::cluster::partition::FetchSlice, Option<(i32, i64)>);
 /// One partition's read: a follower's up to the log end (recording its fetch offset), a
 /// consumer's up to the high watermark; none when the fetcher's log diverges.
 fn read_one(
-    p: &Partition,
+    p: &Arc<Partition>,
     w: &Wanted,
     limit: usize,
     min_one_batch: bool,
     replica: Option<i32>,
+    cluster: Option<&crate::cluster::node::ClusterNode>,
 ) -> Result<Read, crate::cluster::PartitionError> {
     if let Some(replica) = replica {
         let fetch = FollowerFetch {
@@ -298,7 +301,10 @@ fn read_one(
         };
         let read = p.read_for_follower(replica, &fetch, now_ms())?;
         if let Some(isr) = &read.isr_expansion {
-            tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR expansion proposed");
+            tracing::debug!(topic = %p.topic, partition = p.index, ?isr, "ISR expansion proposed");
+            if let Some(c) = cluster {
+                c.propose_isr(p);
+            }
         }
         return Ok((read.slice, read.diverging));
     }

@@ -41,12 +41,49 @@ fn coordinator_for(b: &Broker, key_type: i8) -> (i16, i32, String, i32) {
     }
 }
 
+/// In a cluster, a group's coordinator is the leader of its `__consumer_offsets` partition.
+async fn cluster_coordinator(b: &Broker, key: &str, key_type: i8) -> (i16, i32, String, i32) {
+    let (Some(c), GROUP) = (b.cluster(), key_type) else {
+        return coordinator_for(b, key_type);
+    };
+    let unavailable = (
+        ResponseError::CoordinatorNotAvailable.code(),
+        -1,
+        String::new(),
+        -1,
+    );
+    if let Err(code) = crate::group::store::offsets_topic(b).await {
+        return (code, -1, String::new(), -1);
+    }
+    let img = c.image();
+    let Some(t) = img.topic(crate::group::store::TOPIC) else {
+        return unavailable;
+    };
+    let n = t.partitions.len() as i32;
+    let p = &t.partitions[crate::group::records::partition_for(key, n.max(1)) as usize];
+    let listener = &b.config.advertised_listeners[0].name;
+    let endpoint = img
+        .brokers
+        .get(&p.leader)
+        .filter(|s| !s.fenced)
+        .and_then(|s| {
+            s.registration
+                .endpoints
+                .iter()
+                .find(|e| &e.name == listener)
+        });
+    match endpoint {
+        Some(e) => (0, p.leader, e.host.clone(), e.port as i32),
+        None => unavailable,
+    }
+}
+
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: FindCoordinatorRequest = super::decode(&ctx, body)?;
     let mut resp = FindCoordinatorResponse::default();
     if ctx.version >= 4 {
         for key in req.coordinator_keys {
-            let (err, node, host, port) = coordinator_for(&b, req.key_type);
+            let (err, node, host, port) = cluster_coordinator(&b, &key, req.key_type).await;
             let mut c = Coordinator::default();
             c.key = key;
             c.node_id = BrokerId(node);
@@ -56,7 +93,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             resp.coordinators.push(c);
         }
     } else {
-        let (err, node, host, port) = coordinator_for(&b, req.key_type);
+        let (err, node, host, port) = cluster_coordinator(&b, &req.key, req.key_type).await;
         resp.error_code = err;
         resp.node_id = BrokerId(node);
         resp.host = StrBytes::from_string(host);

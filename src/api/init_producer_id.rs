@@ -45,7 +45,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
     } else {
         let ids = b.clone();
-        match tokio::task::spawn_blocking(move || ids.producer_ids.allocate()).await? {
+        let allocated = match b.cluster() {
+            // A cluster hands out blocks through the controller, so ids are unique across it.
+            Some(c) => c.allocate_producer_id().await,
+            None => tokio::task::spawn_blocking(move || ids.producer_ids.allocate()).await?,
+        };
+        match allocated {
             Ok(id) => {
                 resp.producer_id = ProducerId(id);
                 resp.producer_epoch = 0;

@@ -61,13 +61,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 || (rp.timestamp == -3 && v >= 7)
                 || (rp.timestamp == -4 && v >= 8)
                 || (rp.timestamp == -5 && v >= 9);
-            match topic
-                .as_ref()
-                .and_then(|t| t.partitions.get(rp.partition_index as usize))
-            {
-                None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
-                Some(_) if !valid_ts => pr.error_code = ResponseError::UnsupportedVersion.code(),
-                Some(p) => match lookup(
+            let found = match &topic {
+                Some(t) => super::local_partition(t, rp.partition_index),
+                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            };
+            match found {
+                Err(code) => pr.error_code = code,
+                Ok(_) if !valid_ts => pr.error_code = ResponseError::UnsupportedVersion.code(),
+                Ok(p) => match lookup(
                     p,
                     rp.timestamp,
                     if v >= 4 { rp.current_leader_epoch } else { -1 },

@@ -17,7 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
+use crate::cluster::control::active::CreateTopic;
 use crate::cluster::controller::{NewTopic, validate_topic_name};
+use crate::cluster::metadata::{MetadataImage, TopicImage};
 use crate::cluster::{TopicError, TopicInfo};
 use crate::net::response::Response;
 
@@ -69,9 +71,85 @@ fn error_entry(
     e
 }
 
+/// A topic as the cluster's metadata image has it (every partition, wherever it is held).
+fn image_entry(img: &MetadataImage, t: &TopicImage, version: i16) -> MetadataResponseTopic {
+    let mut e = MetadataResponseTopic::default();
+    e.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
+    if version >= 10 {
+        e.topic_id = t.id;
+    }
+    e.is_internal = t.name.starts_with("__");
+    e.partitions = t
+        .partitions
+        .iter()
+        .map(|p| {
+            let mut pe = MetadataResponsePartition::default();
+            pe.partition_index = p.partition;
+            pe.leader_id = BrokerId(p.leader);
+            if !p.has_leader() {
+                pe.error_code = ResponseError::LeaderNotAvailable.code();
+            }
+            if version >= 7 {
+                pe.leader_epoch = p.leader_epoch;
+            }
+            pe.replica_nodes = p.replicas.iter().map(|r| BrokerId(*r)).collect();
+            pe.isr_nodes = p.isr.iter().map(|r| BrokerId(*r)).collect();
+            if version >= 5 {
+                pe.offline_replicas = p
+                    .replicas
+                    .iter()
+                    .filter(|r| img.brokers.get(r).is_none_or(|b| b.fenced))
+                    .map(|r| BrokerId(*r))
+                    .collect();
+            }
+            pe
+        })
+        .collect();
+    e
+}
+
+/// The live brokers of a cluster, each at its endpoint for `listener`.
+pub fn cluster_brokers(img: &MetadataImage, listener: &str) -> Vec<MetadataResponseBroker> {
+    img.brokers
+        .values()
+        .filter(|s| !s.fenced)
+        .filter_map(|s| {
+            let e = s
+                .registration
+                .endpoints
+                .iter()
+                .find(|e| e.name == listener)?;
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(s.registration.broker_id);
+            broker.host = StrBytes::from_string(e.host.clone());
+            broker.port = e.port as i32;
+            broker.rack = s.registration.rack.clone().map(StrBytes::from_string);
+            Some(broker)
+        })
+        .collect()
+}
+
 /// Creates `name` with the broker defaults, as auto-creation does; a concurrent creation by
 /// someone else counts as success.
 pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
+    if let Some(c) = b.cluster() {
+        let live = c.image().active_brokers().len().max(1);
+        let t = CreateTopic {
+            name: name.to_string(),
+            num_partitions: b.config.num_partitions,
+            replication_factor: (b.config.default_replication_factor as usize).min(live) as i16,
+            assignments: None,
+            configs: Default::default(),
+        };
+        let r = c.create_topics(vec![t], false).await.pop();
+        return match r {
+            Some(Ok(_)) | Some(Err(TopicError::AlreadyExists(_))) => {
+                b.controller.topic(name).ok_or(TopicError::UnknownTopic)
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(TopicError::UnknownTopic),
+        };
+    }
     let rf = (b.config.default_replication_factor as usize).min(b.controller.live_brokers()) as i16;
     match b
         .controller
@@ -94,6 +172,9 @@ pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, Topic
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: MetadataRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
+    if b.cluster().is_some() {
+        return handle_cluster(&b, &ctx, req).await;
+    }
     let mut resp = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = BrokerId(b.node_id());
@@ -165,4 +246,96 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         resp.topics.push(entry);
     }
     super::respond(&ctx, &resp)
+}
+
+/// Metadata in a cluster: brokers and partitions from the metadata image.
+async fn handle_cluster(
+    b: &Arc<Broker>,
+    ctx: &RequestCtx,
+    req: MetadataRequest,
+) -> anyhow::Result<Option<Response>> {
+    let c = b.cluster().expect("cluster mode");
+    let v = ctx.version;
+    let mut img = c.image();
+    let listener = &b.config.advertised_listeners[0].name;
+    let mut resp = MetadataResponse::default();
+    if v >= 2 {
+        resp.cluster_id = img.cluster_id.clone().map(StrBytes::from_string);
+    }
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && v == 0,
+    };
+    if all {
+        let mut topics: Vec<&Arc<TopicImage>> = img.topics.values().collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        resp.topics = topics.iter().map(|t| image_entry(&img, t, v)).collect();
+    } else {
+        let allow_create =
+            (v < 4 || req.allow_auto_topic_creation) && b.config.auto_create_topics_enable;
+        for rt in req.topics.unwrap_or_default() {
+            let entry = match rt.name {
+                Some(name) => {
+                    let name = name.0.to_string();
+                    if let Some(t) = img.topic(&name) {
+                        image_entry(&img, t, v)
+                    } else if validate_topic_name(&name).is_err() {
+                        error_entry(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            ResponseError::InvalidTopicException.code(),
+                            v,
+                        )
+                    } else if allow_create {
+                        match auto_create(b, &name).await {
+                            Ok(_) => {
+                                img = c.image();
+                                match img.topic(&name) {
+                                    Some(t) => image_entry(&img, t, v),
+                                    None => error_entry(
+                                        Some(name),
+                                        uuid::Uuid::nil(),
+                                        ResponseError::LeaderNotAvailable.code(),
+                                        v,
+                                    ),
+                                }
+                            }
+                            Err(e) => error_entry(
+                                Some(name),
+                                uuid::Uuid::nil(),
+                                super::errors::topic_error_code(&e),
+                                v,
+                            ),
+                        }
+                    } else {
+                        error_entry(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            ResponseError::UnknownTopicOrPartition.code(),
+                            v,
+                        )
+                    }
+                }
+                None => match img.topics.get(&rt.topic_id) {
+                    Some(t) => image_entry(&img, t, v),
+                    None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v),
+                },
+            };
+            resp.topics.push(entry);
+        }
+    }
+    resp.brokers = cluster_brokers(&img, listener);
+    if v >= 1 {
+        // As Kafka's KRaft brokers: clients cannot reach the controller, so any live broker.
+        let leader = c.controller_id();
+        resp.controller_id = BrokerId(
+            resp.brokers
+                .iter()
+                .map(|br| br.node_id.0)
+                .find(|id| Some(*id) == leader)
+                .or_else(|| resp.brokers.first().map(|br| br.node_id.0))
+                .unwrap_or(-1),
+        );
+    }
+    super::respond(ctx, &resp)
 }

@@ -48,15 +48,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         for asked in t.partitions {
             let mut r = EpochEndOffset::default();
             r.partition = asked.partition;
-            let partition = topic.as_ref().and_then(|t| {
-                usize::try_from(asked.partition)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i))
-            });
-            let Some(p) = partition else {
-                r.error_code = ResponseError::UnknownTopicOrPartition.code();
-                tr.partitions.push(r);
-                continue;
+            let partition = match &topic {
+                Some(t) => super::local_partition(t, asked.partition),
+                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            };
+            let p = match partition {
+                Ok(p) => p,
+                Err(code) => {
+                    r.error_code = code;
+                    tr.partitions.push(r);
+                    continue;
+                }
             };
             match p.end_offset_for_epoch(asked.current_leader_epoch, asked.leader_epoch) {
                 Ok((epoch, end_offset)) => {

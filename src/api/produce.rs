@@ -105,12 +105,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 ));
                 continue;
             }
-            let Some((t, p)) = topic
-                .as_ref()
-                .and_then(|t| t.partitions.get(pd.index as usize).map(|p| (t, p)))
-            else {
-                done(partition_result(pd.index, unknown));
-                continue;
+            let found = match &topic {
+                Some(t) => super::local_partition(t, pd.index).map(|p| (t, p)),
+                None => Err(unknown),
+            };
+            let (t, p) = match found {
+                Ok(tp) => tp,
+                Err(code) => {
+                    done(partition_result(pd.index, code));
+                    continue;
+                }
             };
             let eff = &t.effective;
             // The log patches offsets in place; the request buffer is shared, so the batches
@@ -232,7 +236,7 @@ mod tests {
         let config =
             BrokerConfig::from_pairs(vec![("log.dirs".into(), dir.path().display().to_string())])
                 .unwrap();
-        let broker = Broker::open(config).unwrap();
+        let broker = Broker::open(config, None).unwrap();
         let topic = broker
             .controller
             .create_topic(NewTopic {

@@ -31,14 +31,38 @@ const CLEAN_SHUTDOWN: &str = ".kafka_cleanshutdown";
 pub struct TopicInfo {
     pub name: Arc<str>,
     pub id: Uuid,
+    /// The replicas of this topic's partitions that this broker holds, by partition index: on
+    /// one node all of them (`partitions[i].index == i`); in a cluster, those it is assigned.
     pub partitions: Vec<Arc<Partition>>,
+    /// How many partitions the topic has (in a cluster, including those held elsewhere).
+    pub partition_count: usize,
     pub configs: BTreeMap<String, String>,
     pub effective: EffectiveTopicConfig,
     pub internal: bool,
 }
 
+impl TopicInfo {
+    /// This broker's replica of partition `index`, if it holds one.
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        let i = usize::try_from(index).ok()?;
+        match self.partitions.get(i) {
+            Some(p) if p.index == index => Some(p),
+            _ => self
+                .partitions
+                .binary_search_by_key(&index, |p| p.index)
+                .ok()
+                .map(|at| &self.partitions[at]),
+        }
+    }
+
+    /// Whether the topic has partition `index` (held here or not).
+    pub fn has_partition(&self, index: i32) -> bool {
+        usize::try_from(index).is_ok_and(|i| i < self.partition_count)
+    }
+}
+
 /// Why a topic operation failed; the API layer maps these to Kafka error codes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TopicError {
     AlreadyExists(String),
     InvalidTopic(String),
@@ -49,6 +73,8 @@ pub enum TopicError {
     PolicyViolation(String),
     UnknownTopic,
     Storage(String),
+    /// The active controller did not answer in time (REQUEST_TIMED_OUT).
+    Timeout(String),
 }
 
 #[derive(Default)]
@@ -67,6 +93,8 @@ pub struct Controller {
     _dir_locks: Vec<DirLock>,
     /// The log dirs' high watermark and recovery point checkpoints.
     pub checkpoints: LogDirCheckpoints,
+    /// The last shutdown was not clean: logs opened later (cluster mode) are recovered too.
+    unclean_start: bool,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -107,7 +135,11 @@ fn collision_key(name: &str) -> String {
 impl Controller {
     /// Loads the metadata and opens every partition log, recovering them after an unclean
     /// shutdown.
-    pub fn open(config: Arc<BrokerConfig>) -> Result<Controller> {
+    ///
+    /// In a cluster (`cluster_id` given: the id the metadata quorum agreed on) the topics come
+    /// from the metadata image instead (`install_topic`), and `meta.properties` must name that
+    /// cluster.
+    pub fn open(config: Arc<BrokerConfig>, cluster_id: Option<&str>) -> Result<Controller> {
         let mut clean = true;
         let mut dir_locks = Vec::new();
         for dir in &config.log_dirs {
@@ -126,7 +158,7 @@ impl Controller {
                 clean = false;
             }
         }
-        let cluster_id = load_meta_properties(&config)?;
+        let cluster_id = load_meta_properties(&config, cluster_id)?;
         let ctl = Controller {
             config: config.clone(),
             image: RwLock::new(Image::default()),
@@ -134,8 +166,13 @@ impl Controller {
             cluster_id,
             _dir_locks: dir_locks,
             checkpoints: LogDirCheckpoints::load(&config)?,
+            unclean_start: !clean,
         };
-        let stored = ctl.read_metadata_file()?;
+        let stored = if config.cluster.is_some() {
+            Vec::new()
+        } else {
+            ctl.read_metadata_file()?
+        };
         let fresh_dirs = stored.is_empty();
         if !clean && !fresh_dirs {
             info!("unclean shutdown detected: recovering partition logs");
@@ -260,6 +297,7 @@ impl Controller {
             internal: name.starts_with("__"),
             name,
             id,
+            partition_count: parts.len(),
             partitions: parts,
             configs,
             effective,
@@ -277,6 +315,55 @@ impl Controller {
         new_dir: &Path,
     ) -> Result<Arc<Partition>> {
         let node = self.config.node_id;
+        let state = ReplicaState {
+            leader: node,
+            leader_epoch: 0,
+            replicas: vec![node],
+            isr: vec![node],
+        };
+        self.open_replica_in(name, id, index, effective, needs_recovery, new_dir, state)
+    }
+
+    /// Opens this broker's replica of partition `index` in a cluster, as a follower of no
+    /// one yet: the metadata image then gives it its role. Its log is recovered if the last
+    /// shutdown was unclean.
+    pub fn open_replica(
+        &self,
+        name: &Arc<str>,
+        id: Uuid,
+        index: i32,
+        effective: &EffectiveTopicConfig,
+    ) -> Result<Arc<Partition>> {
+        let state = ReplicaState {
+            leader: -1,
+            leader_epoch: -1,
+            replicas: Vec::new(),
+            isr: Vec::new(),
+        };
+        let new_dir = self.least_loaded_dir().to_path_buf();
+        self.open_replica_in(
+            name,
+            id,
+            index,
+            effective,
+            self.unclean_start,
+            &new_dir,
+            state,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open_replica_in(
+        &self,
+        name: &Arc<str>,
+        id: Uuid,
+        index: i32,
+        effective: &EffectiveTopicConfig,
+        needs_recovery: bool,
+        new_dir: &Path,
+        state: ReplicaState,
+    ) -> Result<Arc<Partition>> {
+        let node = self.config.node_id;
         let dir = self.partition_dir(name, index, new_dir);
         fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_partition_metadata(&dir, id)?;
@@ -288,16 +375,34 @@ impl Controller {
             Some(recovery_point),
         )
         .with_context(|| format!("cannot open log {}", dir.display()))?;
-        let state = ReplicaState {
-            leader: node,
-            leader_epoch: 0,
-            replicas: vec![node],
-            isr: vec![node],
-        };
         let hw = self.checkpoints.high_watermark(&dir, name, index);
         let p = Partition::new(name.clone(), index, id, node, log, state, hw);
         p.set_min_insync_replicas(effective.min_insync_replicas);
         Ok(Arc::new(p))
+    }
+
+    /// Publishes a topic as the metadata image describes it (cluster mode), replacing the
+    /// one with its id.
+    pub fn install_topic(&self, topic: Arc<TopicInfo>) {
+        let mut image = self.image.write().unwrap();
+        if let Some(old) = image.by_id.insert(topic.id, topic.clone())
+            && old.name != topic.name
+        {
+            image.by_name.remove(&old.name);
+        }
+        image.by_name.insert(topic.name.clone(), topic);
+    }
+
+    /// Unpublishes a topic (cluster mode); the caller deletes its replicas.
+    pub fn remove_topic(&self, id: &Uuid) -> Option<Arc<TopicInfo>> {
+        let mut image = self.image.write().unwrap();
+        let t = image.by_id.remove(id)?;
+        image.by_name.remove(&t.name);
+        Some(t)
+    }
+
+    pub fn broker_config(&self) -> &Arc<BrokerConfig> {
+        &self.config
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
@@ -386,6 +491,7 @@ impl Controller {
         let topic = Arc::new(TopicInfo {
             name: old.name.clone(),
             id: old.id,
+            partition_count: partitions.len(),
             partitions,
             configs: old.configs.clone(),
             effective: old.effective.clone(),
@@ -581,8 +687,8 @@ fn write_partition_metadata(dir: &Path, id: Uuid) -> Result<()> {
 
 /// Reads or creates `meta.properties` in every log dir; all must name the same cluster and
 /// this node. Returns the cluster id.
-fn load_meta_properties(config: &BrokerConfig) -> Result<String> {
-    let mut cluster_id: Option<String> = None;
+fn load_meta_properties(config: &BrokerConfig, agreed: Option<&str>) -> Result<String> {
+    let mut cluster_id: Option<String> = agreed.map(str::to_string);
     for dir in &config.log_dirs {
         let path = dir.join("meta.properties");
         if let Ok(text) = fs::read_to_string(&path) {
@@ -605,8 +711,13 @@ fn load_meta_properties(config: &BrokerConfig) -> Result<String> {
             match (get("cluster.id"), &cluster_id) {
                 (Some(c), Some(prev)) if &c != prev => {
                     bail!(
-                        "log.dirs: {} belongs to cluster {c}, not {prev}",
-                        dir.display()
+                        "log.dirs: {} belongs to cluster {c}, not {prev}{}",
+                        dir.display(),
+                        if agreed.is_some() {
+                            " (the metadata quorum's)"
+                        } else {
+                            ""
+                        }
                     )
                 }
                 (Some(c), None) => cluster_id = Some(c),
@@ -627,6 +738,21 @@ fn load_meta_properties(config: &BrokerConfig) -> Result<String> {
         }
     }
     Ok(cluster_id)
+}
+
+/// The cluster id the log dirs' `meta.properties` already name, if any (read before the
+/// metadata quorum starts, so a node insists on its cluster).
+pub fn stored_cluster_id(config: &BrokerConfig) -> Result<Option<String>> {
+    for dir in &config.log_dirs {
+        let path = dir.join("meta.properties");
+        if let Ok(text) = fs::read_to_string(&path) {
+            let props = crate::config::read_pairs(&text, &path)?;
+            if let Some((_, c)) = props.into_iter().find(|(k, _)| k == "cluster.id") {
+                return Ok(Some(c));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Kafka prints ids as URL-safe base64 without padding.

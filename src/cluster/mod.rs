@@ -5,12 +5,15 @@
 //! The replicated cluster is built from parts that decide without doing I/O: `metadata` (the
 //! records of the metadata log and the image they give), `control` (the active controller's
 //! decisions) and `replication` (a partition leader's ISR and high watermark, a follower's
-//! truncation point).
+//! truncation point). `fetcher` is the follower's I/O: one task per leader broker that
+//! truncates and fetches over Kafka's wire protocol.
 
 pub mod checkpoints;
 pub mod control;
 pub mod controller;
+pub mod fetcher;
 pub mod metadata;
+pub mod node;
 pub mod partition;
 pub mod quorum;
 pub mod replication;

@@ -129,12 +129,25 @@ pub fn kafka_version() -> &'static str {
 pub const ACTED: &[&str] = &[
     "advertised.listeners",
     "auto.create.topics.enable",
+    "auto.leader.rebalance.enable",
+    "broker.heartbeat.interval.ms",
     "broker.id",
+    "broker.rack",
+    "broker.session.timeout.ms",
+    "controlled.shutdown.enable",
+    "controller.listener.names",
+    "controller.quorum.bootstrap.servers",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.voters",
     "default.replication.factor",
     "delete.topic.enable",
     "group.initial.rebalance.delay.ms",
     "group.max.session.timeout.ms",
     "group.min.session.timeout.ms",
+    "inter.broker.listener.name",
+    "leader.imbalance.check.interval.seconds",
     "listener.security.protocol.map",
     "listeners",
     "log.dir",
@@ -154,6 +167,7 @@ pub const ACTED: &[&str] = &[
     "log.roll.ms",
     "log.segment.bytes",
     "message.max.bytes",
+    "metadata.log.dir",
     "min.insync.replicas",
     "node.id",
     "num.partitions",
@@ -161,10 +175,20 @@ pub const ACTED: &[&str] = &[
     "offsets.retention.check.interval.ms",
     "offsets.retention.minutes",
     "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "process.roles",
     "producer.id.expiration.check.interval.ms",
     "producer.id.expiration.ms",
+    "replica.fetch.backoff.ms",
+    "replica.fetch.max.bytes",
+    "replica.fetch.min.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms",
     "replica.high.watermark.checkpoint.interval.ms",
+    "replica.lag.time.max.ms",
+    "replica.selector.class",
     "socket.request.max.bytes",
+    "unclean.leader.election.enable",
 ];
 
 /// Sluice's built-in defaults where they differ from Kafka's built-in ones. A broker started
@@ -216,26 +240,6 @@ impl Asks {
 /// (and so the ssl.* / sasl.* settings they would use) are refused where listeners are parsed
 /// ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
-    (
-        "process.roles",
-        Asks::NonEmpty,
-        "KRaft process roles (a Sluice node is one broker and its own controller)",
-    ),
-    (
-        "controller.quorum.voters",
-        Asks::NonEmpty,
-        "a controller quorum",
-    ),
-    (
-        "controller.quorum.bootstrap.servers",
-        Asks::NonEmpty,
-        "a controller quorum",
-    ),
-    (
-        "controller.listener.names",
-        Asks::NonEmpty,
-        "controller listeners",
-    ),
     (
         "authorizer.class.name",
         Asks::NonEmpty,

@@ -8,6 +8,7 @@
 //! not know, or a value Kafka would refuse, stops start-up with `FILE:LINE: ...` (or
 //! `--override: ...`).
 
+pub mod cluster;
 pub mod keys;
 mod parse;
 #[cfg(test)]
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+pub use cluster::{ClusterConfig, Roles};
 pub use parse::{Origin, Setting, parse_override, parse_properties, read_pairs};
 
 use keys::{NOT_YET, ONE_LISTENER, SECURE_PROTOCOLS, Treatment, default_of, lookup};
@@ -94,6 +96,8 @@ pub struct BrokerConfig {
     pub offset_metadata_max_bytes: usize,
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_interval_ms: u64,
+    /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
+    pub cluster: Option<ClusterConfig>,
     /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
     pub no_effect: Vec<String>,
     /// Every property Sluice acts on with its value, and every property that was set, for
@@ -269,7 +273,7 @@ impl BrokerConfig {
         }
 
         let protocols = parse_protocol_map(&p)?;
-        let listeners = parse_listeners(&p, "listeners")?;
+        let mut listeners = parse_listeners(&p, "listeners")?;
         for l in &listeners {
             let Some(proto) = protocols.get(&l.name) else {
                 return Err(p.err(
@@ -291,36 +295,6 @@ impl BrokerConfig {
                 ));
             }
         }
-        if listeners.len() > 1 {
-            return Err(p.err(
-                "listeners",
-                format!("{ONE_LISTENER}: not supported by Sluice yet"),
-            ));
-        }
-        let advertised_listeners = if p.is_set("advertised.listeners") {
-            let adv = parse_listeners(&p, "advertised.listeners")?;
-            for a in &adv {
-                if !listeners.iter().any(|l| l.name == a.name) {
-                    return Err(p.err(
-                        "advertised.listeners",
-                        format!("listener {} is not one of the listeners", a.name),
-                    ));
-                }
-                if a.host == "0.0.0.0" || a.host == "::" {
-                    return Err(p.err(
-                        "advertised.listeners",
-                        format!(
-                            "{a} is the non-routable meta-address: advertise an address \
-                             clients can reach"
-                        ),
-                    ));
-                }
-            }
-            adv
-        } else {
-            listeners.clone()
-        };
-
         // node.id and broker.id name the same thing; Kafka refuses two different values.
         let node_id = match (p.given("node.id"), p.given("broker.id")) {
             (true, true) if p.get("node.id").trim() != p.get("broker.id").trim() => {
@@ -351,6 +325,37 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(p.err(dirs_key, "no directory given"));
         }
+        let cluster = cluster::parse(&p, node_id, &mut listeners, &log_dirs)?;
+        if listeners.len() > 1 {
+            return Err(p.err(
+                "listeners",
+                format!("{ONE_LISTENER}: not supported by Sluice yet"),
+            ));
+        }
+        let advertised_listeners = if p.is_set("advertised.listeners") {
+            let adv = parse_listeners(&p, "advertised.listeners")?;
+            for a in &adv {
+                if !listeners.iter().any(|l| l.name == a.name) {
+                    return Err(p.err(
+                        "advertised.listeners",
+                        format!("listener {} is not one of the listeners", a.name),
+                    ));
+                }
+                if a.host == "0.0.0.0" || a.host == "::" {
+                    return Err(p.err(
+                        "advertised.listeners",
+                        format!(
+                            "{a} is the non-routable meta-address: advertise an address \
+                             clients can reach"
+                        ),
+                    ));
+                }
+            }
+            adv
+        } else {
+            listeners.clone()
+        };
+
         let log_append = match p.get("log.message.timestamp.type").trim() {
             "CreateTime" => false,
             "LogAppendTime" => true,
@@ -424,6 +429,7 @@ impl BrokerConfig {
             producer_id_expiration_ms: p.num_at_least("producer.id.expiration.ms", 1)?,
             producer_id_expiration_check_interval_ms: p
                 .num_at_least("producer.id.expiration.check.interval.ms", 1)?,
+            cluster,
             no_effect,
             raw,
             origins,

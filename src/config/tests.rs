@@ -94,12 +94,12 @@ fn keys_without_effect_are_accepted_and_listed() {
 
 #[test]
 fn missing_features_stop_start_up_and_say_which() {
-    let e = err(file("num.partitions=1\nprocess.roles=broker,controller\n"));
+    let e = err(file("num.partitions=1\nprocess.roles=controller\n"));
     assert!(
-        e.starts_with("conf/s.properties:2: process.roles: KRaft process roles"),
+        e.starts_with("conf/s.properties:2: process.roles: a controller-only node"),
         "{e}"
     );
-    assert!(e.ends_with("not supported by Sluice yet"), "{e}");
+    assert!(e.ends_with("(use broker,controller)"), "{e}");
     let e = err(file("listeners=SSL://:9093\n"));
     assert!(e.contains("listener SSL uses SSL: TLS and SASL"), "{e}");
     let e = err(file(
@@ -233,4 +233,80 @@ fn shipped_config_lists_every_acted_key_with_kafkas_default() {
             "{key}: config/server.properties states a wrong Kafka default"
         );
     }
+}
+
+fn cluster_node(extra: &[(&str, &str)]) -> anyhow::Result<BrokerConfig> {
+    let mut pairs = vec![
+        ("process.roles", "broker,controller"),
+        ("node.id", "2"),
+        (
+            "controller.quorum.voters",
+            "1@127.0.0.1:9301,2@127.0.0.1:9302,3@127.0.0.1:9303",
+        ),
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:9202,CONTROLLER://127.0.0.1:9302",
+        ),
+        ("controller.listener.names", "CONTROLLER"),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        ),
+        ("log.dirs", "/tmp/sluice-cfg-test"),
+    ];
+    pairs.extend_from_slice(extra);
+    cfg(&pairs)
+}
+
+#[test]
+fn kraft_settings_make_a_cluster_node() {
+    let c = cluster_node(&[("broker.rack", "r2"), ("replica.lag.time.max.ms", "500")]).unwrap();
+    let cc = c.cluster.as_ref().unwrap();
+    assert!(cc.roles.broker && cc.roles.controller);
+    assert_eq!(cc.voters.len(), 3);
+    assert_eq!(cc.voters[&3], "127.0.0.1:9303");
+    assert_eq!(cc.controller_listener.as_ref().unwrap().port, 9302);
+    // The controller listener is not a client listener.
+    assert_eq!(c.listeners.len(), 1);
+    assert_eq!(c.listeners[0].name, "PLAINTEXT");
+    assert_eq!(cc.inter_broker_listener, "PLAINTEXT");
+    assert_eq!(cc.rack.as_deref(), Some("r2"));
+    assert_eq!(cc.replica_lag_time_max_ms, 500);
+    assert_eq!(cc.session_timeout_ms, 9000);
+    assert!(cc.metadata_log_dir.ends_with("__cluster_metadata-0"));
+    assert!(cfg(&[]).unwrap().cluster.is_none());
+}
+
+#[test]
+fn kraft_settings_that_cannot_work_stop_start_up() {
+    let e = err(cluster_node(&[(
+        "controller.quorum.voters",
+        "1@127.0.0.1:9301",
+    )]));
+    assert!(
+        e.contains("node.id 2 has the controller role but is not a voter"),
+        "{e}"
+    );
+    let e = err(cluster_node(&[(
+        "listeners",
+        "PLAINTEXT://127.0.0.1:9202,CONTROLLER://127.0.0.1:9999",
+    )]));
+    assert!(e.contains("node 2 is listed at 127.0.0.1:9302"), "{e}");
+    let e = err(cluster_node(&[("controller.quorum.voters", "x@1:2")]));
+    assert!(e.contains("has an invalid id"), "{e}");
+    let e = err(cluster_node(&[("inter.broker.listener.name", "OTHER")]));
+    assert!(
+        e.contains("OTHER is not one of the broker's listeners"),
+        "{e}"
+    );
+    let e = err(cluster_node(&[("listeners", "PLAINTEXT://127.0.0.1:9202")]));
+    assert!(
+        e.contains("a controller must listen on its controller listener"),
+        "{e}"
+    );
+    let e = err(cluster_node(&[("replica.selector.class", "x.Y")]));
+    assert!(
+        e.contains("only org.apache.kafka.common.replica.RackAwareReplicaSelector"),
+        "{e}"
+    );
 }

@@ -52,12 +52,40 @@ impl TopicLog {
     }
 
     async fn topic(&self, b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
+        offsets_topic(b).await
+    }
+}
+
+/// `__consumer_offsets`, created on first use: compacted, `offsets.topic.num.partitions`
+/// partitions, and in a cluster `offsets.topic.replication.factor` replicas (until that many
+/// brokers are up, COORDINATOR_NOT_AVAILABLE, as Kafka).
+pub async fn offsets_topic(b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
+    {
         if let Some(t) = b.controller.topic(TOPIC) {
             return Ok(t);
         }
         let mut configs = std::collections::BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
         configs.insert("segment.bytes".to_string(), "104857600".to_string());
+        if let (Some(c), Some(cc)) = (b.cluster(), b.config.cluster.as_ref()) {
+            let t = crate::cluster::control::active::CreateTopic {
+                name: TOPIC.to_string(),
+                num_partitions: b.config.offsets_topic_num_partitions,
+                replication_factor: cc.offsets_topic_replication_factor,
+                assignments: None,
+                configs,
+            };
+            return match c.create_topics(vec![t], false).await.pop() {
+                Some(Ok(_)) | Some(Err(TopicError::AlreadyExists(_))) => b
+                    .controller
+                    .topic(TOPIC)
+                    .ok_or(ResponseError::CoordinatorNotAvailable.code()),
+                other => {
+                    info!("cannot create {TOPIC} yet: {other:?}");
+                    Err(ResponseError::CoordinatorNotAvailable.code())
+                }
+            };
+        }
         let created = b
             .controller
             .create_topic(NewTopic {
@@ -121,9 +149,11 @@ impl OffsetsLog for TopicLog {
                 return Err(ResponseError::CoordinatorNotAvailable.code());
             };
             let topic = self.topic(&b).await?;
-            let len = topic.partitions.len() as i32;
+            let len = topic.partition_count as i32;
             let n = (*self.spread.get_or_init(|| len)).min(len);
-            let p = &topic.partitions[records::partition_for(group, n) as usize];
+            let Some(p) = topic.partition(records::partition_for(group, n)) else {
+                return Err(ResponseError::NotCoordinator.code());
+            };
             let mut buf = encode_batch(&records, now_ms()).map_err(|e| {
                 warn!("cannot encode {TOPIC} records: {e:#}");
                 ResponseError::UnknownServerError.code()

@@ -105,6 +105,11 @@ impl LeaderEpochCache {
         }
     }
 
+    /// After the log was emptied: no epoch is known any more.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
     /// After the log is truncated to end at `end_offset`: entries starting at or past it go.
     pub fn truncate_from_end(&mut self, end_offset: i64) {
         self.entries.retain(|e| e.start_offset < end_offset);

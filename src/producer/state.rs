@@ -142,6 +142,15 @@ impl ProducerState {
         }
     }
 
+    /// Forgets every producer and deletes every snapshot in `dir`: the log there was emptied
+    /// and restarts past everything it held (a follower behind its leader's log start).
+    pub fn reset(dir: &Path) -> io::Result<ProducerState> {
+        for off in list_snapshots(dir)? {
+            remove_if_exists(&snapshot_path(dir, off))?;
+        }
+        Ok(ProducerState::new(dir))
+    }
+
     /// Rebuilds the state of `log`: the newest readable snapshot at or below the log end
     /// offset (newer ones are stale after a truncation and are deleted), then every batch
     /// from there to the log end. Writes a snapshot at the log end if anything was replayed.

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::super::controller::{MAX_PARTITIONS_PER_TOPIC, TopicError, validate_topic_name};
@@ -30,7 +31,7 @@ pub struct ControlConfig {
     pub unclean_leader_election: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControlError {
     /// DUPLICATE_BROKER_REGISTRATION: another incarnation of the id is alive.
     DuplicateBrokerRegistration,
@@ -51,7 +52,7 @@ pub enum ControlError {
 }
 
 /// A broker's heartbeat (Kafka's BrokerHeartbeatRequest).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub broker_id: i32,
     pub broker_epoch: u64,
@@ -61,7 +62,7 @@ pub struct Heartbeat {
     pub want_shutdown: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatReply {
     pub is_fenced: bool,
     pub is_caught_up: bool,
@@ -70,7 +71,7 @@ pub struct HeartbeatReply {
 }
 
 /// An ISR change from a partition leader (Kafka's AlterPartition).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AlterIsr {
     pub broker_id: i32,
     pub broker_epoch: u64,
@@ -82,7 +83,7 @@ pub struct AlterIsr {
 }
 
 /// What a topic creation asks for, defaults resolved.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreateTopic {
     pub name: String,
     pub num_partitions: i32,

@@ -102,7 +102,7 @@ pub fn on_broker_active(
 }
 
 /// Why an ElectLeaders request for one partition changes nothing (Kafka's error codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ElectionRefused {
     /// ELECTION_NOT_NEEDED: the wanted leader already leads.
     NotNeeded,

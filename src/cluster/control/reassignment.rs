@@ -7,7 +7,7 @@
 use super::super::metadata::{PartitionChange, PartitionRecord};
 use super::election;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReassignError {
     /// INVALID_REPLICA_ASSIGNMENT: empty, duplicated or unknown brokers.
     Invalid(String),

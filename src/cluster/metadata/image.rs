@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{
@@ -17,7 +18,7 @@ use super::records::{
 };
 
 /// A registered broker as the image knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerState {
     pub registration: BrokerRegistration,
     /// The log index of the registration record.
@@ -208,9 +209,74 @@ impl MetadataImage {
         }
     }
 
+    /// The whole image as bytes [`MetadataImage::from_snapshot`] reads back (the metadata
+    /// quorum's snapshot).
+    pub fn to_snapshot(&self) -> Vec<u8> {
+        let mut topics: Vec<(String, Uuid, Vec<PartitionRecord>)> = self
+            .topics
+            .values()
+            .map(|t| (t.name.to_string(), t.id, t.partitions.clone()))
+            .collect();
+        topics.sort_by(|a, b| a.0.cmp(&b.0));
+        let snap = Snapshot {
+            offset: self.offset,
+            cluster_id: self.cluster_id.clone(),
+            brokers: self.brokers.values().cloned().collect(),
+            topics,
+            configs: self
+                .configs
+                .iter()
+                .map(|(r, m)| (r.clone(), m.clone().into_iter().collect()))
+                .collect(),
+            next_producer_id: self.next_producer_id,
+        };
+        postcard::to_stdvec(&snap).expect("images always encode")
+    }
+
+    pub fn from_snapshot(bytes: &[u8]) -> anyhow::Result<MetadataImage> {
+        let snap: Snapshot = postcard::from_bytes(bytes)
+            .map_err(|e| anyhow::anyhow!("bad metadata snapshot: {e}"))?;
+        let mut img = MetadataImage {
+            offset: snap.offset,
+            cluster_id: snap.cluster_id,
+            next_producer_id: snap.next_producer_id,
+            ..MetadataImage::default()
+        };
+        for b in snap.brokers {
+            img.brokers.insert(b.registration.broker_id, b);
+        }
+        for (name, id, partitions) in snap.topics {
+            let name: Arc<str> = Arc::from(name.as_str());
+            img.topic_ids.insert(name.clone(), id);
+            img.topics.insert(
+                id,
+                Arc::new(TopicImage {
+                    name,
+                    id,
+                    partitions,
+                }),
+            );
+        }
+        for (r, m) in snap.configs {
+            img.configs.insert(r, m.into_iter().collect());
+        }
+        Ok(img)
+    }
+
     fn broker_at(&mut self, id: i32, epoch: u64) -> Option<&mut BrokerState> {
         self.brokers.get_mut(&id).filter(|b| b.epoch == epoch)
     }
+}
+
+/// The image as a metadata snapshot holds it.
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    offset: u64,
+    cluster_id: Option<String>,
+    brokers: Vec<BrokerState>,
+    topics: Vec<(String, Uuid, Vec<PartitionRecord>)>,
+    configs: Vec<(ConfigResource, Vec<(String, String)>)>,
+    next_producer_id: i64,
 }
 
 /// Applies a change to a partition: the partition epoch always moves; the leader epoch moves

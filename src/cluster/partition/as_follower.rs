@@ -123,6 +123,33 @@ impl Partition {
         Ok(leo)
     }
 
+    /// Empties the log and restarts it at `offset` as a follower whose whole log is below the
+    /// leader's log start (Kafka's `truncateFullyAndStartAt`): the producer state and its
+    /// snapshots go, and the high watermark is the new log end. Returns the new log end.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<i64, PartitionError> {
+        let mut log = self.log.lock().unwrap();
+        if !matches!(self.replication.lock().unwrap().role, Role::Follower { .. }) {
+            return Err(PartitionError::NotLeader);
+        }
+        log.truncate_fully_and_start_at(offset)
+            .map_err(|e| PartitionError::Storage(e.into()))?;
+        let producers =
+            ProducerState::reset(log.dir()).map_err(|e| PartitionError::Storage(e.into()))?;
+        *self.producers.lock().unwrap() = producers;
+        self.log_end.store(offset, Ordering::Release);
+        self.log_start.store(offset, Ordering::Release);
+        let mut r = self.replication.lock().unwrap();
+        if let Role::Follower { high_watermark, .. } = &mut r.role {
+            *high_watermark = offset;
+        }
+        self.publish(&r);
+        drop(r);
+        drop(log);
+        tracing::info!(topic = %self.topic, partition = self.index, "emptied and restarted at {offset} as follower");
+        self.wake_waiters();
+        Ok(offset)
+    }
+
     /// Appends the leader's batches (from a fetch) as they are, and takes the high watermark
     /// the leader sent, capped at the local log end; it never goes back.
     pub fn append_as_follower(

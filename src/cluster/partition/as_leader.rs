@@ -287,6 +287,17 @@ impl Partition {
         applied
     }
 
+    /// The ISR change in flight as the controller must see it: (leader epoch, partition
+    /// epoch, new ISR), while this replica leads.
+    pub fn isr_proposal(&self) -> Option<(i32, i32, Vec<i32>)> {
+        match &self.replication.lock().unwrap().role {
+            Role::Leader(ls) => ls
+                .pending_isr()
+                .map(|isr| (ls.leader_epoch, ls.partition_epoch, isr.to_vec())),
+            Role::Follower { .. } => None,
+        }
+    }
+
     /// The controller refused the ISR change in flight.
     pub fn on_refused(&self) {
         if let Role::Leader(ls) = &mut self.replication.lock().unwrap().role {

@@ -378,3 +378,44 @@ fn a_producer_retry_after_failover_is_deduplicated_by_the_follower_state() {
     assert_eq!(a.info.first_offset, 0, "the original offsets");
     assert_eq!(two.log_end_offset(), 2, "nothing appended");
 }
+
+#[test]
+fn a_follower_behind_the_leader_log_start_restarts_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = open(tmp.path(), 2, &[1, 2], &[1, 2], 2, 0);
+    let b = crate::log::batch::test_support::idempotent_batch(2, 77, 0, 0);
+    p.append_with_acks(&mut b.clone(), None, MAX, 1).unwrap();
+    append(&p, 3, 1).unwrap();
+    assert!(!p.producers().is_empty());
+    // As leader it refuses; as follower the log restarts past its old end.
+    assert!(matches!(
+        p.truncate_fully_and_start_at(100),
+        Err(PartitionError::NotLeader)
+    ));
+    assert!(p.become_follower(1, 1).unwrap());
+    assert_eq!(p.truncate_fully_and_start_at(100).unwrap(), 100);
+    assert_eq!((p.log_start_offset(), p.log_end_offset()), (100, 100));
+    assert_eq!(p.high_watermark(), 100);
+    assert!(p.producers().is_empty(), "the producer state went too");
+    let pos = p.follower_position().unwrap();
+    assert_eq!((pos.fetch_offset, pos.last_fetched_epoch), (100, -1));
+    // The leader's batches from its log start append there.
+    let mut leader_batch = simple_batch(2, 1000, 20);
+    crate::log::batch::set_base_offset(&mut leader_batch, 100);
+    crate::log::batch::set_partition_leader_epoch(&mut leader_batch, 1);
+    p.append_as_follower(&leader_batch, 102, now_ms()).unwrap();
+    assert_eq!((p.log_end_offset(), p.high_watermark()), (102, 102));
+    p.close().unwrap();
+    drop(p);
+    // Reopened, it is the same log.
+    let log = Log::open(&tmp.path().join("t-0"), LogConfig::default(), false).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 102));
+    assert_eq!(log.latest_epoch(), Some(1));
+    let epochs: Vec<(i32, i64)> = log
+        .epoch_cache()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(epochs, vec![(1, 100)], "no epoch before the restart");
+}

@@ -222,6 +222,21 @@ impl Quorum {
         }
     }
 
+    /// Waits until this node, as leader, has applied every entry committed before the call
+    /// (openraft's linearizable read), so a decision taken on its state sees them all.
+    pub async fn linearize(&self) -> Result<(), ProposeError> {
+        match self.inner.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(e)) => Err(ProposeError::NotLeader {
+                leader: match e {
+                    openraft::error::CheckIsLeaderError::ForwardToLeader(f) => f.leader_id,
+                    _ => None,
+                },
+            }),
+            Err(RaftError::Fatal(f)) => Err(ProposeError::Shutdown(f.to_string())),
+        }
+    }
+
     /// Sends `request` to the leader's [`ControllerService`] and returns its answer, retrying
     /// across leader changes for up to the configured request timeout.
     pub async fn call_leader(&self, request: Vec<u8>) -> Result<Vec<u8>, CallError> {

@@ -637,25 +637,39 @@ impl Log {
             return Ok(());
         }
         if offset <= self.log_start_offset {
-            for (_, seg) in std::mem::take(&mut self.segments) {
-                seg.delete()?;
-            }
-            self.segments
-                .insert(offset, Segment::create(&self.dir, offset, &self.config)?);
-            self.log_start_offset = offset;
-        } else {
-            let doomed: Vec<i64> = self.segments.range(offset..).map(|(b, _)| *b).collect();
-            for base in doomed {
-                self.segments.remove(&base).expect("present").delete()?;
-            }
-            self.active_mut().truncate_to(offset)?;
+            return self.truncate_fully_and_start_at(offset);
         }
+        let doomed: Vec<i64> = self.segments.range(offset..).map(|(b, _)| *b).collect();
+        for base in doomed {
+            self.segments.remove(&base).expect("present").delete()?;
+        }
+        self.active_mut().truncate_to(offset)?;
         sync_dir(&self.dir)?;
         self.log_end_offset = self.active().next_offset();
         self.size_bytes = self.segments.values().map(Segment::size).sum();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.epochs.cache.truncate_from_end(self.log_end_offset);
         self.epochs.cache.truncate_from_start(self.log_start_offset);
+        self.epochs_dirty = true;
+        self.save_epochs()
+    }
+
+    /// Deletes every segment and restarts the log, empty, at `offset`, which may lie beyond
+    /// the old log end (Kafka's `truncateFullyAndStartAt`: a follower whose log ends below
+    /// its leader's log start). The leader epoch cache is emptied too.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> io::Result<()> {
+        for (_, seg) in std::mem::take(&mut self.segments) {
+            seg.delete()?;
+        }
+        self.segments
+            .insert(offset, Segment::create(&self.dir, offset, &self.config)?);
+        sync_dir(&self.dir)?;
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.size_bytes = 0;
+        self.recovery_point = offset;
+        self.unflushed_messages = 0;
+        self.epochs.cache.clear();
         self.epochs_dirty = true;
         self.save_epochs()
     }

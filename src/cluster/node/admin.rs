@@ -1,0 +1,159 @@
+//! Topic administration in a cluster: the request goes to the active controller, which
+//! decides and commits; the answer is given once this broker has applied the change, so a
+//! Metadata request that follows sees it.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{ClusterNode, ControllerReply, ControllerRequest};
+use crate::cluster::TopicError;
+use crate::cluster::control::active::{ControlError, CreateTopic};
+use crate::cluster::quorum::CallError;
+
+/// How long a broker waits to apply a change the controller committed.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+
+pub fn topic_error(e: ControlError) -> TopicError {
+    match e {
+        ControlError::Topic(t) => t,
+        ControlError::UnknownTopicOrPartition => TopicError::UnknownTopic,
+        ControlError::InvalidRequest(m) => TopicError::InvalidTopic(m),
+        other => TopicError::PolicyViolation(format!("{other:?}")),
+    }
+}
+
+fn call_error(e: CallError) -> TopicError {
+    TopicError::Timeout(format!("the controller did not answer: {e}"))
+}
+
+impl ClusterNode {
+    /// Waits until the local image has applied index `at` (a controller's commit) and the
+    /// replicas have been reconciled with it.
+    pub async fn wait_applied(&self, check: impl Fn(&ClusterNode) -> bool) -> bool {
+        let until = tokio::time::Instant::now() + APPLY_WAIT;
+        while tokio::time::Instant::now() < until {
+            if check(self) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    pub async fn create_topics(
+        &self,
+        topics: Vec<CreateTopic>,
+        validate_only: bool,
+    ) -> Vec<Result<Uuid, TopicError>> {
+        let n = topics.len();
+        let req = ControllerRequest::CreateTopics {
+            topics,
+            validate_only,
+        };
+        let results = match self.call(req).await {
+            Ok(ControllerReply::Topics(r)) if r.len() == n => r,
+            Ok(other) => {
+                let e = TopicError::Storage(format!("unexpected controller answer {other:?}"));
+                return vec![Err(e); n];
+            }
+            Err(e) => return vec![Err(call_error(e)); n],
+        };
+        let mut out = Vec::with_capacity(n);
+        for r in results {
+            out.push(match r {
+                Ok(id) if !validate_only => {
+                    let ok = self
+                        .wait_applied(|c| {
+                            c.broker()
+                                .is_some_and(|b| b.controller.topic_by_id(&id).is_some())
+                        })
+                        .await;
+                    if ok {
+                        Ok(id)
+                    } else {
+                        Err(TopicError::Timeout(
+                            "the new topic was not applied in time".into(),
+                        ))
+                    }
+                }
+                Ok(id) => Ok(id),
+                Err(e) => Err(topic_error(e)),
+            });
+        }
+        out
+    }
+
+    /// Sends a request answered with one result per item, waiting for this broker to apply
+    /// the change (`applied` tells).
+    pub async fn simple(
+        &self,
+        req: ControllerRequest,
+        n: usize,
+        applied: impl Fn(&ClusterNode) -> bool,
+    ) -> Vec<Result<(), TopicError>> {
+        let results = match self.call(req).await {
+            Ok(ControllerReply::Done(r)) if r.len() == n => r,
+            Ok(other) => {
+                let e = TopicError::Storage(format!("unexpected controller answer {other:?}"));
+                return vec![Err(e); n];
+            }
+            Err(e) => return vec![Err(call_error(e)); n],
+        };
+        if results.iter().any(Result::is_ok) {
+            self.wait_applied(applied).await;
+        }
+        results
+            .into_iter()
+            .map(|r| r.map_err(topic_error))
+            .collect()
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+        let id = self.image().topic(name).map(|t| t.id);
+        let r = self
+            .simple(
+                ControllerRequest::DeleteTopics(vec![name.to_string()]),
+                1,
+                |c| {
+                    c.broker().is_some_and(|b| {
+                        id.is_none_or(|id| b.controller.topic_by_id(&id).is_none())
+                    })
+                },
+            )
+            .await;
+        r.into_iter()
+            .next()
+            .unwrap_or(Err(TopicError::UnknownTopic))
+    }
+
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let want = count.max(0) as usize;
+        let r = self
+            .simple(
+                ControllerRequest::CreatePartitions {
+                    topics: vec![(name.to_string(), count, assignments)],
+                    validate_only,
+                },
+                1,
+                |c| {
+                    validate_only
+                        || c.broker().is_some_and(|b| {
+                            b.controller
+                                .topic(name)
+                                .is_some_and(|t| t.partition_count >= want)
+                        })
+                },
+            )
+            .await;
+        r.into_iter()
+            .next()
+            .unwrap_or(Err(TopicError::UnknownTopic))
+    }
+}

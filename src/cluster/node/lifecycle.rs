@@ -1,0 +1,134 @@
+//! A broker's registration with the active controller (a new incarnation id each start),
+//! its heartbeats every `broker.heartbeat.interval.ms` (carrying the metadata offset it has
+//! applied: the controller unfences it once it has caught up with its own registration), and
+//! re-registration when the controller no longer knows its epoch (it was fenced and
+//! unregistered, or a new controller lost it).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use super::{ClusterNode, ControllerReply, ControllerRequest};
+use crate::cluster::control::active::{ControlError, Heartbeat, HeartbeatReply};
+use crate::cluster::metadata::{BrokerRegistration, Endpoint};
+
+impl ClusterNode {
+    fn registration(&self) -> Option<BrokerRegistration> {
+        let broker = self.broker.upgrade()?;
+        let (host, _) = broker.config.advertised();
+        Some(BrokerRegistration {
+            broker_id: self.node_id,
+            incarnation: self.incarnation,
+            endpoints: broker
+                .config
+                .advertised_listeners
+                .iter()
+                .map(|l| Endpoint {
+                    name: l.name.clone(),
+                    host: if l.host.is_empty() {
+                        host.clone()
+                    } else {
+                        l.host.clone()
+                    },
+                    port: l.port,
+                })
+                .collect(),
+            rack: self.config.rack.clone(),
+        })
+    }
+
+    /// Registers until the controller accepts (a previous incarnation's session must
+    /// expire first unless it shut down cleanly).
+    async fn register(&self) {
+        let mut refused_logged = false;
+        loop {
+            if self.cancel.is_cancelled() {
+                return;
+            }
+            let Some(reg) = self.registration() else {
+                return;
+            };
+            match self.call(ControllerRequest::Register(reg)).await {
+                Ok(ControllerReply::Registered(Ok(epoch))) => {
+                    self.broker_epoch.store(epoch as i64, Ordering::Release);
+                    info!("registered with the controller: broker epoch {epoch}");
+                    return;
+                }
+                Ok(ControllerReply::Registered(Err(ControlError::DuplicateBrokerRegistration))) => {
+                    if !refused_logged {
+                        info!(
+                            "registration refused: the previous incarnation of node {} is still \
+                             registered; retrying until its session expires",
+                            self.node_id
+                        );
+                        refused_logged = true;
+                    }
+                }
+                Ok(other) => warn!("registration: unexpected answer {other:?}"),
+                Err(e) => tracing::debug!("registration: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// One heartbeat with the current state; a stale epoch makes the broker register again.
+    pub(super) async fn heartbeat_once(&self) -> anyhow::Result<HeartbeatReply> {
+        let epoch = self.broker_epoch.load(Ordering::Acquire);
+        if epoch < 0 {
+            self.register().await;
+        }
+        let hb = Heartbeat {
+            broker_id: self.node_id,
+            broker_epoch: self.broker_epoch.load(Ordering::Acquire).max(0) as u64,
+            metadata_offset: self.image().offset,
+            want_fence: false,
+            want_shutdown: self.shutting_down.load(Ordering::Acquire),
+        };
+        match self.call(ControllerRequest::Heartbeat(hb)).await {
+            Ok(ControllerReply::Heartbeat(Ok(r))) => Ok(r),
+            Ok(ControllerReply::Heartbeat(Err(ControlError::StaleBrokerEpoch))) => {
+                info!("the controller no longer knows this broker's epoch: registering again");
+                self.broker_epoch.store(-1, Ordering::Release);
+                anyhow::bail!("stale broker epoch")
+            }
+            Ok(other) => anyhow::bail!("unexpected answer {other:?}"),
+            Err(e) => anyhow::bail!("{e}"),
+        }
+    }
+
+    /// Registers, then heartbeats until the node stops.
+    pub(super) async fn heartbeats(self: Arc<Self>) {
+        self.register().await;
+        let every = Duration::from_millis(self.config.heartbeat_interval_ms);
+        let mut fenced = true;
+        loop {
+            match self.heartbeat_once().await {
+                Ok(r) => {
+                    if fenced != r.is_fenced {
+                        fenced = r.is_fenced;
+                        info!("broker is {}", if fenced { "fenced" } else { "unfenced" });
+                    }
+                    // A fenced broker that has caught up is unfenced by its next heartbeat.
+                    let wait = if r.is_fenced {
+                        Duration::from_millis(100).min(every)
+                    } else {
+                        every
+                    };
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!("heartbeat: {e}");
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(100).min(every)) => {}
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! What brokers ask the active controller, and its answers: Sluice-to-Sluice messages carried
+//! by [`Quorum::call_leader`](crate::cluster::quorum::Quorum::call_leader) as postcard bytes.
+//! They stand for Kafka's BrokerRegistration, BrokerHeartbeat, AlterPartition,
+//! AllocateProducerIds and the admin requests a broker forwards to the controller.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::cluster::control::active::{
+    AlterIsr, ControlError, CreateTopic, Heartbeat, HeartbeatReply,
+};
+use crate::cluster::metadata::{BrokerRegistration, PartitionRecord};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    Register(BrokerRegistration),
+    Heartbeat(Heartbeat),
+    /// One answer per topic, in order; `validate_only` commits nothing.
+    CreateTopics {
+        topics: Vec<CreateTopic>,
+        validate_only: bool,
+    },
+    DeleteTopics(Vec<String>),
+    /// (topic, new total count, manual assignments of the new partitions)
+    CreatePartitions {
+        topics: Vec<(String, i32, Option<Vec<Vec<i32>>>)>,
+        validate_only: bool,
+    },
+    AlterIsr(AlterIsr),
+    /// `None`: every partition (Kafka's ElectLeaders with null topics).
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// (topic, partition, target replicas; `None` cancels)
+    Reassign(Vec<(String, i32, Option<Vec<i32>>)>),
+    AllocateProducerIds {
+        broker_id: i32,
+        broker_epoch: u64,
+    },
+    /// Topic config changes: (topic, name, value; `None` deletes).
+    AlterTopicConfigs(Vec<(String, String, Option<String>)>),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// The broker epoch of the registration.
+    Registered(Result<u64, ControlError>),
+    Heartbeat(Result<HeartbeatReply, ControlError>),
+    Topics(Vec<Result<Uuid, ControlError>>),
+    /// One per request item, in order.
+    Done(Vec<Result<(), ControlError>>),
+    Isr(Result<PartitionRecord, ControlError>),
+    /// Elections: (topic, partition, result) for each partition considered.
+    Elections(Vec<(String, i32, Result<(), ControlError>)>),
+    /// First id of a block of [`PRODUCER_ID_BLOCK`] ids.
+    ProducerIds(Result<i64, ControlError>),
+    /// The request could not be decoded (a node of another version).
+    Invalid(String),
+}
+
+/// Producer ids handed to a broker at a time (Kafka's block size).
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
+
+impl ControllerRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("requests always encode")
+    }
+
+    pub fn decode(bytes: &[u8]) -> anyhow::Result<ControllerRequest> {
+        postcard::from_bytes(bytes).map_err(|e| anyhow::anyhow!("bad controller request: {e}"))
+    }
+}
+
+impl ControllerReply {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("replies always encode")
+    }
+
+    pub fn decode(bytes: &[u8]) -> anyhow::Result<ControllerReply> {
+        postcard::from_bytes(bytes).map_err(|e| anyhow::anyhow!("bad controller reply: {e}"))
+    }
+}
