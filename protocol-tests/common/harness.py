@@ -28,20 +28,31 @@ BROKER_CTL = os.environ.get("BROKER_CTL", "")
 RUN_TAG = "%x" % (int(time.time() * 1000) % 0xFFFFFF)
 
 
+def host_ports():
+    """Every host:port of BOOTSTRAP (a cluster's is comma-separated)."""
+    out = []
+    for hp in BOOTSTRAP.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        out.append((host or "127.0.0.1", int(port)))
+    return out
+
+
 def host_port():
-    host, _, port = BOOTSTRAP.rpartition(":")
-    return host or "127.0.0.1", int(port)
+    return host_ports()[0]
 
 
 SUITE_BUDGET = float(os.environ.get("SUITE_BUDGET", "170"))
 
 
 def port_open(timeout=3.0):
-    try:
-        socket.create_connection(host_port(), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+    """Some broker of BOOTSTRAP accepts a TCP connection."""
+    for hp in host_ports():
+        try:
+            socket.create_connection(hp, timeout=timeout).close()
+            return True
+        except OSError:
+            pass
+    return False
 
 
 def info(msg):
