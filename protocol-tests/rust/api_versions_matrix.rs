@@ -13,11 +13,22 @@ mod common;
 
 use bytes::{Buf, Bytes};
 use common::{Client, TestBroker, record_batch};
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::describe_quorum_request::{
+    PartitionData as QuorumPartition, TopicData as QuorumTopic,
+};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions as ElectTopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -317,6 +328,65 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.timeout_ms = 5_000;
             r.validate_only = true;
             built::<_, CreatePartitionsResponse>(r)
+        }
+        ApiKey::DescribeLogDirs => {
+            let mut t = DescribableLogDirTopic::default();
+            t.topic = topic_name(TOPIC);
+            t.partitions = vec![0];
+            let mut r = DescribeLogDirsRequest::default();
+            r.topics = Some(vec![t]);
+            built::<_, DescribeLogDirsResponse>(r)
+        }
+        ApiKey::ElectLeaders => {
+            let mut t = ElectTopicPartitions::default();
+            t.topic = topic_name(TOPIC);
+            t.partitions = vec![0];
+            let mut r = ElectLeadersRequest::default();
+            r.topic_partitions = Some(vec![t]);
+            r.timeout_ms = 5_000;
+            built::<_, ElectLeadersResponse>(r)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let mut c = AlterableConfig::default();
+            c.name = s("retention.ms");
+            c.config_operation = 0;
+            c.value = Some(s("604800000"));
+            let mut res = AlterConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = s(TOPIC);
+            res.configs = vec![c];
+            let mut r = IncrementalAlterConfigsRequest::default();
+            r.resources = vec![res];
+            r.validate_only = true;
+            built::<_, IncrementalAlterConfigsResponse>(r)
+        }
+        ApiKey::AlterPartitionReassignments => {
+            // A cancel with nothing in progress: NO_REASSIGNMENT_IN_PROGRESS, no change.
+            let mut p = ReassignablePartition::default();
+            p.partition_index = 0;
+            p.replicas = None;
+            let mut t = ReassignableTopic::default();
+            t.name = topic_name(TOPIC);
+            t.partitions = vec![p];
+            let mut r = AlterPartitionReassignmentsRequest::default();
+            r.timeout_ms = 5_000;
+            r.topics = vec![t];
+            built::<_, AlterPartitionReassignmentsResponse>(r)
+        }
+        ApiKey::ListPartitionReassignments => {
+            let mut r = ListPartitionReassignmentsRequest::default();
+            r.timeout_ms = 5_000;
+            built::<_, ListPartitionReassignmentsResponse>(r)
+        }
+        ApiKey::DescribeQuorum => {
+            let mut p = QuorumPartition::default();
+            p.partition_index = 0;
+            let mut t = QuorumTopic::default();
+            t.topic_name = topic_name("__cluster_metadata");
+            t.partitions = vec![p];
+            let mut r = DescribeQuorumRequest::default();
+            r.topics = vec![t];
+            built::<_, DescribeQuorumResponse>(r)
         }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \

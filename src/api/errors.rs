@@ -36,6 +36,21 @@ pub fn topic_error_message(e: &TopicError) -> Option<String> {
     }
 }
 
+/// Kafka's default message for an error (`Errors.message()`), for the errors sent with one.
+pub fn default_message(e: E) -> String {
+    match e {
+        E::UnknownTopicOrPartition => "This server does not host this topic-partition.",
+        E::NotLeaderOrFollower => {
+            "For requests intended only for the leader, this error indicates that the broker is not the current leader. For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition."
+        }
+        E::ElectionNotNeeded => "Leader election not needed for topic partition.",
+        E::PreferredLeaderNotAvailable => "The preferred leader was not available.",
+        E::EligibleLeadersNotAvailable => "Eligible topic partition leaders are not available.",
+        other => return format!("{other}"),
+    }
+    .to_string()
+}
+
 pub fn partition_error_code(e: &PartitionError) -> i16 {
     match e {
         PartitionError::NotLeader => E::NotLeaderOrFollower.code(),

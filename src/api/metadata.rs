@@ -129,6 +129,18 @@ pub fn cluster_brokers(img: &MetadataImage, listener: &str) -> Vec<MetadataRespo
         .collect()
 }
 
+/// The controller id a cluster shows clients. As Kafka's KRaft brokers answer: clients
+/// cannot reach the controllers, so a live broker: the active controller's node if it is one
+/// of `live`, else the first of them (-1 if none).
+pub fn client_controller_id(c: &crate::cluster::node::ClusterNode, live: &[i32]) -> i32 {
+    let leader = c.controller_id();
+    live.iter()
+        .copied()
+        .find(|id| Some(*id) == leader)
+        .or_else(|| live.first().copied())
+        .unwrap_or(-1)
+}
+
 /// Creates `name` with the broker defaults, as auto-creation does; a concurrent creation by
 /// someone else counts as success.
 pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
@@ -326,16 +338,8 @@ async fn handle_cluster(
     }
     resp.brokers = cluster_brokers(&img, listener);
     if v >= 1 {
-        // As Kafka's KRaft brokers: clients cannot reach the controller, so any live broker.
-        let leader = c.controller_id();
-        resp.controller_id = BrokerId(
-            resp.brokers
-                .iter()
-                .map(|br| br.node_id.0)
-                .find(|id| Some(*id) == leader)
-                .or_else(|| resp.brokers.first().map(|br| br.node_id.0))
-                .unwrap_or(-1),
-        );
+        let live: Vec<i32> = resp.brokers.iter().map(|br| br.node_id.0).collect();
+        resp.controller_id = BrokerId(client_controller_id(c, &live));
     }
     super::respond(ctx, &resp)
 }

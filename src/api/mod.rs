@@ -15,18 +15,24 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::broker::Broker;
 use crate::net::response::{FrameBuf, Response};
 
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod describe_quorum;
+pub mod elect_leaders;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod leader_hint;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
@@ -102,6 +108,13 @@ pub static APIS: &[ApiSpec] = &[
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
+    // Cluster administration.
+    describe_log_dirs::SPEC,
+    elect_leaders::SPEC,
+    incremental_alter_configs::SPEC,
+    alter_partition_reassignments::SPEC,
+    list_partition_reassignments::SPEC,
+    describe_quorum::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {

@@ -15,6 +15,8 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+mod topic_configs;
+
 use super::checkpoints::LogDirCheckpoints;
 use super::control::new_partitions;
 use super::partition::{Partition, ReplicaState};
@@ -497,18 +499,26 @@ impl Controller {
             effective: old.effective.clone(),
             internal: old.internal,
         });
-        let mut image = self.image.write().unwrap();
-        image.by_id.insert(topic.id, topic.clone());
-        image.by_name.insert(topic.name.clone(), topic.clone());
-        if let Err(e) = self.write_metadata_file(&image) {
-            image.by_id.insert(old.id, old.clone());
-            image.by_name.insert(old.name.clone(), old);
-            drop(image);
+        if let Err(e) = self.replace_topic(&old, topic.clone()) {
             remove_partitions(&added);
             return Err(storage(e));
         }
         info!(topic = %topic.name, from = first, to = topic.partitions.len(), "added partitions");
         Ok(topic)
+    }
+
+    /// Publishes `new` in place of `old` (the same topic) and persists the metadata; if that
+    /// fails, `old` is published again. The caller holds the writer lock.
+    fn replace_topic(&self, old: &Arc<TopicInfo>, new: Arc<TopicInfo>) -> Result<()> {
+        let mut image = self.image.write().unwrap();
+        image.by_id.insert(new.id, new.clone());
+        image.by_name.insert(new.name.clone(), new);
+        let written = self.write_metadata_file(&image);
+        if written.is_err() {
+            image.by_id.insert(old.id, old.clone());
+            image.by_name.insert(old.name.clone(), old.clone());
+        }
+        written
     }
 
     /// Validates a creation request without changing anything.

@@ -15,6 +15,41 @@ pub enum ReassignError {
     NoneInProgress,
 }
 
+/// Checks a target replica list as Kafka's controller checks a manual assignment, with its
+/// messages: not empty, then in broker id order each broker registered and listed once.
+pub fn validate_target(target: &[i32], registered: &dyn Fn(i32) -> bool) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("The manual partition assignment includes an empty replica list.".into());
+    }
+    let mut sorted = target.to_vec();
+    sorted.sort();
+    let mut previous = None;
+    for b in sorted {
+        if !registered(b) {
+            return Err(format!(
+                "The manual partition assignment includes broker {b}, but no such broker is registered."
+            ));
+        }
+        if previous == Some(b) {
+            return Err(format!(
+                "The manual partition assignment includes the broker {b} more than once."
+            ));
+        }
+        previous = Some(b);
+    }
+    Ok(())
+}
+
+/// The replicas before the reassignment in progress, if any: the current ones minus those
+/// being added.
+pub fn original_replicas(p: &PartitionRecord) -> Vec<i32> {
+    p.replicas
+        .iter()
+        .copied()
+        .filter(|r| !p.adding.contains(r))
+        .collect()
+}
+
 /// Starts (or replaces) a reassignment of `p` to `target`. The first step of the change;
 /// [`complete`] finishes it once the new replicas are in sync.
 pub fn start(
@@ -22,24 +57,7 @@ pub fn start(
     target: &[i32],
     registered: &dyn Fn(i32) -> bool,
 ) -> Result<Option<PartitionChange>, ReassignError> {
-    if target.is_empty() {
-        return Err(ReassignError::Invalid(
-            "The replica assignment is empty.".into(),
-        ));
-    }
-    let mut seen = target.to_vec();
-    seen.sort();
-    seen.dedup();
-    if seen.len() != target.len() {
-        return Err(ReassignError::Invalid(format!(
-            "The replica assignment {target:?} contains duplicates."
-        )));
-    }
-    if let Some(b) = target.iter().find(|b| !registered(**b)) {
-        return Err(ReassignError::Invalid(format!(
-            "The manual partition assignment includes broker {b}, but no such broker is registered."
-        )));
-    }
+    validate_target(target, registered).map_err(ReassignError::Invalid)?;
     let original = original_replicas(p);
     if original == target && p.adding.is_empty() && p.removing.is_empty() {
         return Ok(None);
@@ -83,15 +101,6 @@ pub fn cancel(
         return Err(ReassignError::NoneInProgress);
     }
     Ok(shrink_to(p, &original_replicas(p), active))
-}
-
-/// The replicas before the reassignment in progress: the current ones minus those being added.
-fn original_replicas(p: &PartitionRecord) -> Vec<i32> {
-    p.replicas
-        .iter()
-        .copied()
-        .filter(|r| !p.adding.contains(r))
-        .collect()
 }
 
 /// Finishes a reassignment whose added replicas are all in the ISR.
@@ -177,13 +186,20 @@ mod tests {
         assert_eq!((p.replicas.clone(), p.leader), (vec![1], 1));
         assert_eq!(cancel(&p, &|_| true), Err(ReassignError::NoneInProgress));
         assert!(start(&p, &[1], &|_| true).unwrap().is_none());
-        assert!(matches!(
+        let invalid = |m: &str| Err(ReassignError::Invalid(m.into()));
+        assert_eq!(
             start(&p, &[1, 1], &|_| true),
-            Err(ReassignError::Invalid(_))
-        ));
-        assert!(matches!(
-            start(&p, &[7], &|b| b != 7),
-            Err(ReassignError::Invalid(_))
-        ));
+            invalid("The manual partition assignment includes the broker 1 more than once.")
+        );
+        assert_eq!(
+            start(&p, &[7, 7], &|b| b != 7),
+            invalid(
+                "The manual partition assignment includes broker 7, but no such broker is registered."
+            )
+        );
+        assert_eq!(
+            start(&p, &[], &|_| true),
+            invalid("The manual partition assignment includes an empty replica list.")
+        );
     }
 }

@@ -10,6 +10,7 @@ use crate::cluster::control::active::{
     AlterIsr, ControlError, CreateTopic, Heartbeat, HeartbeatReply,
 };
 use crate::cluster::metadata::{BrokerRegistration, PartitionRecord};
+use crate::cluster::quorum::{QuorumStatus, ReplicaStatus, Role};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -40,6 +41,9 @@ pub enum ControllerRequest {
     },
     /// Topic config changes: (topic, name, value; `None` deletes).
     AlterTopicConfigs(Vec<(String, String, Option<String>)>),
+    /// The quorum as the Raft leader sees it (Kafka's DescribeQuorum, which brokers forward
+    /// to the active controller): answered only by the leader.
+    DescribeQuorum,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,6 +61,51 @@ pub enum ControllerReply {
     ProducerIds(Result<i64, ControlError>),
     /// The request could not be decoded (a node of another version).
     Invalid(String),
+    Quorum(QuorumView),
+}
+
+/// The metadata quorum as its leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumView {
+    pub leader: i32,
+    /// The Raft term: Kafka's leader epoch.
+    pub term: u64,
+    /// One past the committed index.
+    pub high_watermark: u64,
+    pub voters: Vec<ReplicaView>,
+    /// Learners (Kafka's observers).
+    pub observers: Vec<ReplicaView>,
+}
+
+/// One replica of the metadata log (see [`ReplicaStatus`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaView {
+    pub node_id: i32,
+    pub log_end_offset: Option<u64>,
+    pub last_fetch_ms: Option<u64>,
+    pub last_caught_up_ms: Option<u64>,
+}
+
+impl QuorumView {
+    /// The view of a leader's status; `None` unless `s` is the leader's.
+    pub fn of_leader(s: &QuorumStatus) -> Option<QuorumView> {
+        if s.role != Role::Leader {
+            return None;
+        }
+        let replica = |r: &ReplicaStatus| ReplicaView {
+            node_id: r.node_id as i32,
+            log_end_offset: r.log_end_offset,
+            last_fetch_ms: r.last_fetch_ms,
+            last_caught_up_ms: r.last_caught_up_ms,
+        };
+        Some(QuorumView {
+            leader: s.node_id as i32,
+            term: s.term,
+            high_watermark: s.high_watermark,
+            voters: s.voters.iter().map(replica).collect(),
+            observers: s.observers.iter().map(replica).collect(),
+        })
+    }
 }
 
 /// Producer ids handed to a broker at a time (Kafka's block size).

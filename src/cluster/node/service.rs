@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::metadata_log::encode_entry;
-use super::requests::{ControllerReply, ControllerRequest, PRODUCER_ID_BLOCK};
+use super::requests::{ControllerReply, ControllerRequest, PRODUCER_ID_BLOCK, QuorumView};
 use crate::broker::now_ms;
 use crate::cluster::control::active::{ActiveController, ControlConfig, ControlError};
 use crate::cluster::metadata::{ConfigResource, MetadataImage, MetadataRecord};
@@ -254,6 +254,13 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::DescribeQuorum => {
+                let status = self.quorum.status().await;
+                match QuorumView::of_leader(&status) {
+                    Some(view) => ControllerReply::Quorum(view),
+                    None => return Err(ServiceError::NotLeader),
+                }
+            }
         })
     }
 

@@ -248,6 +248,11 @@ impl Partition {
         &self.log_dir
     }
 
+    /// Bytes of this replica's log segments (Kafka's partition size).
+    pub fn size_bytes(&self) -> u64 {
+        self.log.lock().unwrap().size_bytes()
+    }
+
     /// Offsets below this are on disk (`recovery-point-offset-checkpoint`).
     pub fn recovery_point(&self) -> i64 {
         self.log.lock().unwrap().recovery_point()
