@@ -109,10 +109,10 @@ def metadata(sock, topics=None, corr=1):
     return nbrokers, out
 
 
-def create_topic(sock, name, partitions, timeout_ms=120000, configs=None, corr=1):
+def create_topic(sock, name, partitions, timeout_ms=120000, configs=None, corr=1, replication=1):
     """CreateTopics v2 for one topic; returns (error_code, message)."""
     configs = configs or {}
-    body = struct.pack(">i", 1) + _str(name) + struct.pack(">ih", partitions, 1)
+    body = struct.pack(">i", 1) + _str(name) + struct.pack(">ih", partitions, replication)
     body += struct.pack(">i", 0)  # assignments
     body += struct.pack(">i", len(configs))
     for k, v in configs.items():

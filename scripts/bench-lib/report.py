@@ -370,6 +370,18 @@ def plot(res, path):
     fig.savefig(path, dpi=110)
 
 
+def publish_between(doc, begin, end, md, missing):
+    """Replaces the text of `doc` between the markers `begin` and `end` with `md`; appends
+    `missing` (which holds both markers) first when they are not there."""
+    text = open(doc).read() if os.path.exists(doc) else "# Benchmark\n"
+    if begin not in text or end not in text:
+        text += missing
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(doc, "w") as f:
+        f.write(head + begin + "\n\n" + md + end + tail)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -383,13 +395,7 @@ def main():
     print(md)
     if a.publish:
         doc = os.path.join(a.publish, "bench.md")
-        text = open(doc).read() if os.path.exists(doc) else f"# Benchmark\n\n{BEGIN}\n{END}\n"
-        if BEGIN not in text or END not in text:
-            text += f"\n{BEGIN}\n{END}\n"
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        with open(doc, "w") as f:
-            f.write(head + BEGIN + "\n\n" + md + "\n" + END + tail)
+        publish_between(doc, BEGIN, END, md + "\n", f"\n{BEGIN}\n{END}\n")
         shutil.copy(os.path.join(a.dir, "bench.png"), os.path.join(a.publish, "bench.png"))
         print(f"published to {doc} and {os.path.join(a.publish, 'bench.png')}")
 

@@ -6,6 +6,11 @@
 //	loadgen -mode produce -brokers 127.0.0.1:9092 -topic t -size 1024 -count 100000 -acks 1
 //	loadgen -mode produce ... -rate 20000 -linger 0s     # paced; per-record latency in µs
 //	loadgen -mode consume -brokers ... -topic t -count 100000   # partition 0 from the start
+//	loadgen ... -acks all -rate 500 -linger 0s -ack-log acks.txt  # one line per delivery
+//
+// -brokers takes a comma-separated list of seed brokers. -ack-log writes one line per
+// delivered record, in delivery order: the wall-clock time of the delivery in Unix
+// microseconds and "ok" or the error (scripts/bench uses it to time a leader fail-over).
 //
 // Produce latency is the time from handing the record to the client until its delivery
 // promise fires (the broker's response), measured with the monotonic clock. Pacing sleeps
@@ -19,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,13 +63,14 @@ func main() {
 		inflight  = flag.Int("inflight", 5, "produce requests in flight per broker (the Java client's default is 5)")
 		fetchMax  = flag.Int("fetch-max-partition-bytes", 1<<20, "consumer bytes per partition per fetch")
 		timeout   = flag.Duration("timeout", 120*time.Second, "give up after this long")
+		ackLog    = flag.String("ack-log", "", "write each delivery's Unix time in µs and outcome to this file (produce)")
 	)
 	flag.Parse()
 	if *topic == "" {
 		fail("-topic is required")
 	}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(*brokers),
+		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
 		kgo.ClientID("sluice-loadgen"),
 		kgo.RetryTimeout(*timeout),
 	}
@@ -96,7 +103,7 @@ func main() {
 		} else {
 			opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 		}
-		res = produce(ctx, opts, int32(*partition), *size, *count, *rate)
+		res = produce(ctx, opts, int32(*partition), *size, *count, *rate, *ackLog)
 	case "consume":
 		opts = append(opts,
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
@@ -121,7 +128,7 @@ func fail(msg string) {
 	os.Exit(2)
 }
 
-func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, count int64, rate float64) result {
+func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, count int64, rate float64, ackLog string) result {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fail(err.Error())
@@ -136,6 +143,11 @@ func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, cou
 		value[i] = byte('a' + i%26)
 	}
 	lat := make([]uint32, count)
+	var acked []int64 // delivery wall-clock times, Unix µs (-ack-log)
+	var ackErr []string
+	if ackLog != "" {
+		acked, ackErr = make([]int64, count), make([]string, count)
+	}
 	var done, errs, bytes atomic.Int64
 	var firstErr sync.Once
 	var firstErrMsg string
@@ -155,6 +167,12 @@ func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, cou
 			us := time.Since(sent).Microseconds()
 			n := done.Add(1) - 1
 			lat[n] = uint32(min(us, 1<<31))
+			if acked != nil {
+				acked[n] = time.Now().UnixMicro()
+				if err != nil {
+					ackErr[n] = strings.ReplaceAll(err.Error(), "\n", " ")
+				}
+			}
 			if err != nil {
 				errs.Add(1)
 				firstErr.Do(func() { firstErrMsg = err.Error() })
@@ -166,6 +184,9 @@ func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, cou
 	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
+	if acked != nil {
+		writeAckLog(ackLog, acked, ackErr)
+	}
 	res := result{Mode: "produce", Records: done.Load() - errs.Load(), Bytes: bytes.Load(),
 		Errors: errs.Load(), Seconds: elapsed, FirstErr: firstErrMsg}
 	res.RecPerS = float64(res.Records) / elapsed
@@ -181,6 +202,20 @@ func produce(ctx context.Context, opts []kgo.Opt, partition int32, size int, cou
 		res.AvgUs = sum / float64(len(lat))
 	}
 	return res
+}
+
+func writeAckLog(path string, acked []int64, ackErr []string) {
+	var b strings.Builder
+	for i, t := range acked {
+		outcome := "ok"
+		if ackErr[i] != "" {
+			outcome = ackErr[i]
+		}
+		fmt.Fprintf(&b, "%d %s\n", t, outcome)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		fail("ack-log: " + err.Error())
+	}
 }
 
 func consume(ctx context.Context, opts []kgo.Opt, count int64) result {
