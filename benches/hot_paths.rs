@@ -351,6 +351,8 @@ fn bench_fetch(c: &mut Criterion) {
                     log_start_offset: 0,
                     records: Some((file.clone(), 4096, 8192)),
                     diverging_epoch: None,
+                    current_leader: None,
+                    preferred_read_replica: -1,
                 })
                 .collect(),
         }];
@@ -363,7 +365,7 @@ fn bench_fetch(c: &mut Criterion) {
                 peer: None,
             };
             g.bench_function(format!("encode_response/v{v}_{parts}p"), |b| {
-                b.iter(|| black_box(encode_response(&ctx, 0, 0, &topics).unwrap()))
+                b.iter(|| black_box(encode_response(&ctx, 0, 0, &topics, &[]).unwrap()))
             });
         }
     }

@@ -290,6 +290,22 @@ pub fn decode_any(ctx: &RequestCtx, body: Bytes) -> Result<kafka_protocol::messa
     }
 }
 
+/// This broker's replica of partition `index` of `topic`, or the error a client gets for it:
+/// UNKNOWN_TOPIC_OR_PARTITION when the topic has no such partition, NOT_LEADER_OR_FOLLOWER
+/// when other brokers hold it (a cluster; the client refreshes its metadata).
+pub fn local_partition(
+    topic: &crate::cluster::TopicInfo,
+    index: i32,
+) -> Result<&Arc<crate::cluster::Partition>, i16> {
+    match topic.partition(index) {
+        Some(p) => Ok(p),
+        None if topic.has_partition(index) => {
+            Err(kafka_protocol::ResponseError::NotLeaderOrFollower.code())
+        }
+        None => Err(kafka_protocol::ResponseError::UnknownTopicOrPartition.code()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FrameHead;
@@ -317,21 +333,5 @@ mod tests {
         assert_eq!(FrameHead::peek(&f[..3]).version, None);
         assert_eq!(FrameHead::peek(&[0x27, 0x0f]).api_name(), "unknown");
         assert_eq!(FrameHead::peek(&[]), FrameHead::default());
-    }
-}
-
-/// This broker's replica of partition `index` of `topic`, or the error a client gets for it:
-/// UNKNOWN_TOPIC_OR_PARTITION when the topic has no such partition, NOT_LEADER_OR_FOLLOWER
-/// when other brokers hold it (a cluster; the client refreshes its metadata).
-pub fn local_partition(
-    topic: &crate::cluster::TopicInfo,
-    index: i32,
-) -> Result<&Arc<crate::cluster::Partition>, i16> {
-    match topic.partition(index) {
-        Some(p) => Ok(p),
-        None if topic.has_partition(index) => {
-            Err(kafka_protocol::ResponseError::NotLeaderOrFollower.code())
-        }
-        None => Err(kafka_protocol::ResponseError::UnknownTopicOrPartition.code()),
     }
 }

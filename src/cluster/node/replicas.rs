@@ -39,18 +39,18 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
     // Topics gone from the image (deleted, or recreated under a new id) go first, so a
     // recreated topic's directories are free.
     for t in ctl.topics() {
-        if !img.topics.contains_key(&t.id) {
-            if let Some(t) = ctl.remove_topic(&t.id) {
-                for p in &t.partitions {
-                    if p.is_leader() {
-                        out.stopped_leading.push((t.name.clone(), p.index));
-                    }
-                    if let Err(e) = p.delete() {
-                        warn!(topic = %t.name, partition = p.index, "cannot delete replica: {e:#}");
-                    }
+        if !img.topics.contains_key(&t.id)
+            && let Some(t) = ctl.remove_topic(&t.id)
+        {
+            for p in &t.partitions {
+                if p.is_leader() {
+                    out.stopped_leading.push((t.name.clone(), p.index));
                 }
-                info!(topic = %t.name, "deleted topic");
+                if let Err(e) = p.delete() {
+                    warn!(topic = %t.name, partition = p.index, "cannot delete replica: {e:#}");
+                }
             }
+            info!(topic = %t.name, "deleted topic");
         }
     }
     let mut ids: Vec<&Uuid> = img.topics.keys().collect();

@@ -22,9 +22,8 @@ pub enum ControllerRequest {
         validate_only: bool,
     },
     DeleteTopics(Vec<String>),
-    /// (topic, new total count, manual assignments of the new partitions)
     CreatePartitions {
-        topics: Vec<(String, i32, Option<Vec<Vec<i32>>>)>,
+        topics: Vec<NewPartitions>,
         validate_only: bool,
     },
     AlterIsr(AlterIsr),
@@ -45,6 +44,9 @@ pub enum ControllerRequest {
     /// to the active controller): answered only by the leader.
     DescribeQuorum,
 }
+
+/// (topic, new total count, manual assignments of the new partitions)
+pub type NewPartitions = (String, i32, Option<Vec<Vec<i32>>>);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerReply {
