@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::cluster::TestCluster;
-use common::{Client, create_topic_request, fetch_one, produce_one, record_batch};
+use common::{Client, create_topic_request, produce_one, record_batch};
 use kafka_protocol::messages::{ApiKey, CreateTopicsResponse};
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -39,43 +39,12 @@ fn leader_with_isr(c: &TestCluster, topic: &str, isr: usize) -> (i32, i32) {
 
 /// Every value of `topic`-0 from offset 0 as node `i` (the leader) serves it.
 fn read_all(c: &TestCluster, i: usize, topic: &str) -> Vec<(i64, Vec<u8>)> {
-    let mut client = c.connect(i);
-    let mut out = Vec::new();
-    loop {
-        let resp = fetch_one(
-            &mut client,
-            12,
-            topic,
-            uuid::Uuid::nil(),
-            0,
-            out.len() as i64,
-        );
-        let p = &resp.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0, "fetch from node {}", c.nodes[i].id);
-        let mut bytes = p.records.clone().unwrap_or_default();
-        if bytes.is_empty() {
-            return out;
-        }
-        let batches = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut bytes).unwrap();
-        for b in batches {
-            for r in b.records {
-                out.push((r.offset, r.value.map(|v| v.to_vec()).unwrap_or_default()));
-            }
-        }
-    }
+    common::read_all(&mut c.connect(i), topic)
+        .unwrap_or_else(|e| panic!("node {}: {e}", c.nodes[i].id))
 }
 
 fn segment_bytes(c: &TestCluster, i: usize, topic: &str) -> Vec<u8> {
-    let dir = c.node_dir(i).join("data").join(format!("{topic}-0"));
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .map(|r| r.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "log"));
-    files.sort();
-    files
-        .iter()
-        .flat_map(|p| std::fs::read(p).unwrap_or_default())
-        .collect()
+    common::cluster::segment_bytes_in(&c.node_dir(i).join("data"), topic)
 }
 
 fn produce(client: &mut Client, topic: &str, value: &[u8]) -> (i16, i64) {

@@ -78,24 +78,12 @@ impl TestCluster {
             .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
             .collect();
         let node = &self.nodes[i];
-        let dir = self.node_dir(i);
-        let mut settings = vec![
-            "process.roles=broker,controller".to_string(),
-            format!("node.id={}", node.id),
-            format!("controller.quorum.voters={}", voters.join(",")),
-            format!(
-                "listeners=PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
-                node.port, node.controller_port
-            ),
-            "controller.listener.names=CONTROLLER".to_string(),
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".to_string(),
-            format!("log.dirs={}", dir.join("data").display()),
-            format!("metadata.log.dir={}", dir.join("meta").display()),
-            // Short enough for quick fail-over, long enough for a loaded 2-core machine.
-            "broker.session.timeout.ms=6000".to_string(),
-            "broker.heartbeat.interval.ms=1000".to_string(),
-            "replica.lag.time.max.ms=6000".to_string(),
-        ];
+        let mut settings = node_settings(
+            node.id,
+            &voters,
+            ("127.0.0.1", node.port, node.controller_port),
+            &self.node_dir(i),
+        );
         settings.extend(self.extra.iter().cloned());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
         for s in settings {
@@ -170,18 +158,7 @@ impl TestCluster {
         topic: &str,
         partition: i32,
     ) -> Option<(i32, i32, Vec<i32>)> {
-        let m = self.metadata(i)?;
-        let t = m
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
-        let p = t
-            .partitions
-            .iter()
-            .find(|p| p.partition_index == partition)?;
-        let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
-        isr.sort();
-        Some((p.leader_id.0, p.leader_epoch, isr))
+        partition_state_in(&self.metadata(i)?, topic, partition)
     }
 
     /// Waits (bounded) until `cond` holds; panics naming `what` and the node logs' tails.
@@ -211,6 +188,63 @@ impl TestCluster {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// (leader, leader epoch, sorted ISR) of `topic`-`partition` in a Metadata response.
+pub fn partition_state_in(
+    m: &MetadataResponse,
+    topic: &str,
+    partition: i32,
+) -> Option<(i32, i32, Vec<i32>)> {
+    let t = m
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
+    let p = t
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)?;
+    let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+    isr.sort();
+    Some((p.leader_id.0, p.leader_epoch, isr))
+}
+
+/// The bytes of the segment files of `topic`-0 under a node's `data` dir, in order.
+pub fn segment_bytes_in(data: &std::path::Path, topic: &str) -> Vec<u8> {
+    let dir = data.join(format!("{topic}-0"));
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|r| r.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "log"));
+    files.sort();
+    files
+        .iter()
+        .flat_map(|p| std::fs::read(p).unwrap_or_default())
+        .collect()
+}
+
+/// The settings of node `id` (broker and controller) listening on `(host, client port,
+/// controller port)`, its data under `dir`; `voters` as `id@host:port`.
+pub fn node_settings(
+    id: i32,
+    voters: &[String],
+    (host, port, controller_port): (&str, u16, u16),
+    dir: &std::path::Path,
+) -> Vec<String> {
+    vec![
+        "process.roles=broker,controller".to_string(),
+        format!("node.id={id}"),
+        format!("controller.quorum.voters={}", voters.join(",")),
+        format!("listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}"),
+        "controller.listener.names=CONTROLLER".to_string(),
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".to_string(),
+        format!("log.dirs={}", dir.join("data").display()),
+        format!("metadata.log.dir={}", dir.join("meta").display()),
+        // Short enough for quick fail-over, long enough for a loaded 2-core machine.
+        "broker.session.timeout.ms=6000".to_string(),
+        "broker.heartbeat.interval.ms=1000".to_string(),
+        "replica.lag.time.max.ms=6000".to_string(),
+    ]
 }
 
 impl Drop for TestCluster {

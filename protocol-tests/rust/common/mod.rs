@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod netns;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -156,7 +157,11 @@ pub struct Client {
 
 impl Client {
     pub fn connect(port: u16) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        Client::from_stream(TcpStream::connect(("127.0.0.1", port)).unwrap())
+    }
+
+    /// A client on a connected stream (reads time out after 10 s).
+    pub fn from_stream(stream: TcpStream) -> Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -248,6 +253,26 @@ impl Client {
         let (got, r) = self.recv(key, version);
         assert_eq!(got, corr);
         r
+    }
+
+    /// [`Client::call`] that answers an I/O error (a closed connection, a read timed out)
+    /// or an undecodable answer instead of panicking.
+    pub fn try_call<T: Encodable, R: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: &T,
+    ) -> std::io::Result<R> {
+        let corr = self.next_corr;
+        self.next_corr += 1;
+        self.stream
+            .write_all(&Self::frame(key, version, corr, body))?;
+        let (got, mut b) = self.recv_frame(key, version)?;
+        let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+        if got != corr {
+            return Err(bad(format!("correlation id {got}, sent {corr}")));
+        }
+        R::decode(&mut b, version).map_err(|e| bad(format!("{key:?} v{version}: {e}")))
     }
 
     /// True if the peer closed the connection (read returns EOF or reset) within the timeout.
@@ -342,6 +367,18 @@ pub fn fetch_one(
     partition: i32,
     offset: i64,
 ) -> kafka_protocol::messages::FetchResponse {
+    let r = fetch_request(version, topic, id, partition, offset);
+    c.call(ApiKey::Fetch, version, &r)
+}
+
+/// The request [`fetch_one`] sends.
+pub fn fetch_request(
+    version: i16,
+    topic: &str,
+    id: uuid::Uuid,
+    partition: i32,
+    offset: i64,
+) -> kafka_protocol::messages::FetchRequest {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
     let mut fp = FetchPartition::default();
@@ -361,7 +398,7 @@ pub fn fetch_one(
     r.max_bytes = 1 << 20;
     r.topics = vec![ft];
     r.replica_id = BrokerId(-1);
-    c.call(ApiKey::Fetch, version, &r)
+    r
 }
 
 /// A CreateTopics request for one topic with these configs.
@@ -406,4 +443,36 @@ pub fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64) 
     let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &r);
     let p = &resp.topics[0].partitions[0];
     (p.error_code, p.offset)
+}
+
+/// Every (offset, value) of `topic`-0 from offset 0 as this node serves it to a consumer
+/// (Fetch v12, which may read from a follower); what went wrong otherwise.
+pub fn read_all(client: &mut Client, topic: &str) -> Result<Vec<(i64, Vec<u8>)>, String> {
+    use kafka_protocol::messages::FetchResponse;
+    let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
+    loop {
+        let from = out.last().map_or(0, |(o, _)| o + 1);
+        let req = fetch_request(12, topic, uuid::Uuid::nil(), 0, from);
+        let resp: FetchResponse = client
+            .try_call(ApiKey::Fetch, 12, &req)
+            .map_err(|e| format!("fetch of {topic}-0 from {from}: {e}"))?;
+        let p = &resp.responses[0].partitions[0];
+        if p.error_code != 0 {
+            return Err(format!(
+                "fetch of {topic}-0 from {from}: error {}",
+                p.error_code
+            ));
+        }
+        let mut bytes = p.records.clone().unwrap_or_default();
+        if bytes.is_empty() {
+            return Ok(out);
+        }
+        let batches = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut bytes)
+            .map_err(|e| format!("records of {topic}-0 from {from}: {e}"))?;
+        for b in batches {
+            for r in b.records {
+                out.push((r.offset, r.value.map(|v| v.to_vec()).unwrap_or_default()));
+            }
+        }
+    }
 }
