@@ -14,8 +14,10 @@
 //!   topic's configs. Log settings of existing replicas (segment size, retention) follow on
 //!   the next start; min.insync.replicas at once.
 //! - BROKER and BROKER_LOGGER resources: the name must be this node's id (or empty for
-//!   cluster-wide broker defaults), with Kafka's messages otherwise; Sluice has no dynamic
-//!   broker configs or loggers yet, so the change is refused with INVALID_REQUEST.
+//!   cluster-wide broker defaults), with Kafka's messages otherwise. Sluice has no dynamic
+//!   broker configs or loggers yet: DELETE of broker configs succeeds (nothing is set, so
+//!   nothing is left to delete; kafka-reassign-partitions clears its throttles this way),
+//!   anything else is refused with INVALID_REQUEST.
 //! - Other resource types are INVALID_REQUEST.
 //!
 //! Version notes: v1 is flexible.
@@ -255,9 +257,8 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
         BROKER | BROKER_LOGGER => {
             check_node_name(b, res.resource_type, name)?;
             check_ops(&ops)?;
-            // No broker has a dynamic config here, so deleting ones is done already (as
-            // Kafka, which ignores deleting an unset key; kafka-reassign-partitions --verify
-            // clears its throttles this way).
+            // No dynamic value is ever set, so deleting one is done already (tools such as
+            // kafka-reassign-partitions clear their throttles this way).
             if res.resource_type == BROKER && ops.iter().all(|o| o.op == DELETE) {
                 return Ok(());
             }
