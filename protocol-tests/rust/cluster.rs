@@ -34,6 +34,13 @@ fn leader_with_isr(c: &TestCluster, topic: &str, isr: usize) -> (i32, i32) {
                 _ => false,
             })
     });
+    // The leader's own replica is ready once it answers ListOffsets (its metadata may lag
+    // the node that answered by a moment).
+    let li = c.index_of(found.0);
+    c.wait_for(WAIT, &format!("{topic}-0 ready on its leader"), |c| {
+        std::panic::catch_unwind(|| common::list_offset(&mut c.connect(li), topic, 0, -1).0 == 0)
+            .unwrap_or(false)
+    });
     found
 }
 
@@ -152,4 +159,132 @@ fn produce_one_acks(client: &mut Client, topic: &str, acks: i16) -> i16 {
     r.topic_data = vec![td];
     let resp: ProduceResponse = client.call(ApiKey::Produce, 9, &r);
     resp.responses[0].partition_responses[0].error_code
+}
+
+#[test]
+fn clients_are_pointed_at_leaders_and_racks() {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        BrokerId, FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
+        ProduceRequest, ProduceResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let c = TestCluster::start(
+        3,
+        &[
+            "broker.rack=r{id}",
+            "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        ],
+    );
+    create(&c, "h", 1, 3, &[]);
+    let (leader, epoch) = leader_with_isr(&c, "h", 3);
+    let li = c.index_of(leader);
+    let fi = (li + 1) % 3;
+    let follower = c.nodes[fi].id;
+    let mut client = c.connect(li);
+    // The cluster's metadata names the leader; the leader itself may still be applying it.
+    c.wait_for(WAIT, "the leader taking produces", |_| {
+        produce(&mut client, "h", b"v0").0 == 0
+    });
+    for n in 1..5 {
+        let v = format!("v{n}").into_bytes();
+        assert_eq!(produce(&mut client, "h", &v).0, 0);
+    }
+
+    // KIP-951: a follower answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint.
+    let mut pd = PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(record_batch(&[b"misdirected"], 1_700_000_000_000));
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_static_str("h"));
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 5000;
+    req.topic_data = vec![td];
+    let resp: ProduceResponse = c.connect(fi).call(ApiKey::Produce, 11, &req);
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 6);
+    assert_eq!(p.current_leader.leader_id.0, leader);
+    assert_eq!(p.current_leader.leader_epoch, epoch);
+    assert_eq!(resp.node_endpoints.len(), 1, "{resp:?}");
+    assert_eq!(resp.node_endpoints[0].node_id.0, leader);
+    assert_eq!(resp.node_endpoints[0].port, c.nodes[li].port as i32);
+
+    // KIP-392: the leader sends a consumer of rack r<follower> to that follower, which serves
+    // it up to the high watermark.
+    let fetch = |i: usize, rack: &str| -> FetchResponse {
+        let mut r = common::fetch_request(12, "h", uuid::Uuid::nil(), 0, 0);
+        r.rack_id = StrBytes::from_string(rack.to_string());
+        r.replica_id = BrokerId(-1);
+        c.connect(i).call(ApiKey::Fetch, 12, &r)
+    };
+    let rack = format!("r{follower}");
+    let from_leader = fetch(li, &rack);
+    let lp = &from_leader.responses[0].partitions[0];
+    assert_eq!(lp.error_code, 0);
+    assert_eq!(lp.preferred_read_replica.0, follower);
+    assert!(lp.records.as_ref().is_none_or(|r| r.is_empty()));
+    c.wait_for(WAIT, "the follower serving all five records", |_| {
+        let resp = fetch(fi, &rack);
+        let p = &resp.responses[0].partitions[0];
+        let mut bytes = p.records.clone().unwrap_or_default();
+        p.error_code == 0
+            && kafka_protocol::records::RecordBatchDecoder::decode_all(&mut bytes)
+                .map(|b| b.iter().map(|b| b.records.len()).sum::<usize>())
+                .unwrap_or(0)
+                == 5
+    });
+    // A consumer in the leader's own rack reads from the leader.
+    let own = fetch(li, &format!("r{leader}"));
+    assert_eq!(own.responses[0].partitions[0].preferred_read_replica.0, -1);
+
+    // Producer ids are unique across the cluster.
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        for _ in 0..2 {
+            let mut r = InitProducerIdRequest::default();
+            r.transactional_id = None;
+            r.transaction_timeout_ms = 60_000;
+            r.producer_id = kafka_protocol::messages::ProducerId(-1);
+            r.producer_epoch = -1;
+            let resp: InitProducerIdResponse = c.connect(i).call(ApiKey::InitProducerId, 4, &r);
+            assert_eq!(resp.error_code, 0);
+            ids.push(resp.producer_id.0);
+        }
+    }
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+}
+
+#[test]
+fn sigterm_moves_leaderships_away_before_exit() {
+    let mut c = TestCluster::start(3, &[]);
+    create(&c, "s", 3, 3, &[]);
+    c.wait_for(WAIT, "every partition with a full ISR", |c| {
+        (0..3).all(|p| c.partition_state(0, "s", p).is_some_and(|s| s.2.len() == 3))
+    });
+    let leads = |c: &TestCluster, id: i32| {
+        (0..3)
+            .filter(|p| c.partition_state(0, "s", *p).is_some_and(|s| s.0 == id))
+            .count()
+    };
+    // Node 2 (index 1) leads at least one partition (placement spreads the leaders).
+    let before = leads(&c, 2);
+    assert!(before > 0);
+    assert_eq!(c.terminate(1), Some(0));
+    assert!(
+        c.log(1)
+            .contains("controlled shutdown: this broker leads no partition"),
+        "{}",
+        c.log(1)
+    );
+    // The controller moved them while node 2 was still up: no session had to expire.
+    c.wait_for(WAIT, "leaders elsewhere", |c| leads(c, 2) == 0);
+    for p in 0..3 {
+        let (leader, _, _) = c.partition_state(0, "s", p).unwrap();
+        assert!(leader == 1 || leader == 3, "partition {p} led by {leader}");
+    }
 }

@@ -84,7 +84,9 @@ impl TestCluster {
             ("127.0.0.1", node.port, node.controller_port),
             &self.node_dir(i),
         );
-        settings.extend(self.extra.iter().cloned());
+        // `{id}` in an extra setting is the node's id (e.g. `broker.rack=r{id}`).
+        let id = node.id.to_string();
+        settings.extend(self.extra.iter().map(|s| s.replace("{id}", &id)));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
         for s in settings {
             cmd.arg("--override").arg(s);
@@ -122,6 +124,17 @@ impl TestCluster {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// SIGTERM node `i` and wait for it to exit; its exit code.
+    pub fn terminate(&mut self, i: usize) -> Option<i32> {
+        let mut c = self.nodes[i].child.take()?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        c.wait().ok().and_then(|s| s.code())
     }
 
     pub fn is_up(&self, i: usize) -> bool {
