@@ -165,8 +165,8 @@ fn produce_one_acks(client: &mut Client, topic: &str, acks: i16) -> i16 {
 fn clients_are_pointed_at_leaders_and_racks() {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{
-        BrokerId, FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
-        ProduceRequest, ProduceResponse, TopicName,
+        BrokerId, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
+        ProduceResponse, TopicName,
     };
     use kafka_protocol::protocol::StrBytes;
     let c = TestCluster::start(
