@@ -109,11 +109,17 @@ def metadata(sock, topics=None, corr=1):
     return nbrokers, out
 
 
-def create_topic(sock, name, partitions, timeout_ms=120000, configs=None, corr=1, replication=1):
-    """CreateTopics v2 for one topic; returns (error_code, message)."""
+def create_topic(sock, name, partitions, timeout_ms=120000, configs=None, corr=1, replication=1,
+                 assignment=None):
+    """CreateTopics v2 for one topic; returns (error_code, message). `assignment`: the replica
+    list of each partition (then `partitions` and `replication` are not sent)."""
     configs = configs or {}
+    if assignment:
+        partitions, replication = -1, -1
     body = struct.pack(">i", 1) + _str(name) + struct.pack(">ih", partitions, replication)
-    body += struct.pack(">i", 0)  # assignments
+    body += struct.pack(">i", len(assignment or []))
+    for i, replicas in enumerate(assignment or []):
+        body += struct.pack(">ii", i, len(replicas)) + b"".join(struct.pack(">i", r) for r in replicas)
     body += struct.pack(">i", len(configs))
     for k, v in configs.items():
         body += _str(k) + _str(v)
