@@ -71,8 +71,11 @@ fn replicates_and_fails_over_without_losing_acknowledged_records() {
 
     // A follower answers produces with NOT_LEADER_OR_FOLLOWER.
     let follower = (li + 1) % 3;
-    let (code, _) = produce(&mut c.connect(follower), "r", b"to a follower");
-    assert_eq!(code, 6, "NOT_LEADER_OR_FOLLOWER");
+    // (Until the follower has applied the new topic it answers UNKNOWN_TOPIC_OR_PARTITION.)
+    let mut fc = c.connect(follower);
+    c.wait_for(WAIT, "NOT_LEADER_OR_FOLLOWER from a follower", |_| {
+        produce(&mut fc, "r", b"to a follower").0 == 6
+    });
 
     let mut acked: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut client = c.connect(li);

@@ -212,52 +212,72 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             .collect();
         return super::respond(&ctx, &resp);
     }
-    let allow_create =
-        (v < 4 || req.allow_auto_topic_creation) && b.config.auto_create_topics_enable;
+    let create = allow_create(&b, &req, v);
     for rt in req.topics.unwrap_or_default() {
-        let entry = match rt.name {
-            Some(name) => {
-                let name = name.0.to_string();
-                if let Some(t) = b.controller.topic(&name) {
-                    topic_entry(&t, v)
-                } else if validate_topic_name(&name).is_err() {
-                    error_entry(
-                        Some(name),
-                        uuid::Uuid::nil(),
-                        ResponseError::InvalidTopicException.code(),
-                        v,
-                    )
-                } else if allow_create {
-                    match auto_create(&b, &name).await {
-                        Ok(t) => {
-                            // Kafka answers the creating request with LEADER_NOT_AVAILABLE;
-                            // here the leader exists at once, so the topic is returned ready.
-                            topic_entry(&t, v)
-                        }
-                        Err(e) => error_entry(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            super::errors::topic_error_code(&e),
-                            v,
-                        ),
-                    }
-                } else {
-                    error_entry(
-                        Some(name),
-                        uuid::Uuid::nil(),
-                        ResponseError::UnknownTopicOrPartition.code(),
-                        v,
-                    )
-                }
-            }
-            None => match b.controller.topic_by_id(&rt.topic_id) {
-                Some(t) => topic_entry(&t, v),
-                None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v),
-            },
-        };
+        let entry = requested(
+            &b,
+            rt,
+            v,
+            create,
+            |name| b.controller.topic(name).map(|t| topic_entry(&t, v)),
+            |id| b.controller.topic_by_id(id).map(|t| topic_entry(&t, v)),
+        )
+        .await;
         resp.topics.push(entry);
     }
     super::respond(&ctx, &resp)
+}
+
+/// Auto-creation: allowed by the broker, and by the request from v4 (always before).
+fn allow_create(b: &Broker, req: &MetadataRequest, v: i16) -> bool {
+    (v < 4 || req.allow_auto_topic_creation) && b.config.auto_create_topics_enable
+}
+
+/// The entry for one requested topic, by name or (v10+) id: found by `by_name` / `by_id`, or
+/// auto-created (then looked up again; LEADER_NOT_AVAILABLE if not visible yet), or the
+/// error Kafka answers.
+async fn requested(
+    b: &Broker,
+    rt: kafka_protocol::messages::metadata_request::MetadataRequestTopic,
+    v: i16,
+    allow_create: bool,
+    by_name: impl Fn(&str) -> Option<MetadataResponseTopic>,
+    by_id: impl Fn(&uuid::Uuid) -> Option<MetadataResponseTopic>,
+) -> MetadataResponseTopic {
+    let nil = uuid::Uuid::nil();
+    let Some(name) = rt.name else {
+        return by_id(&rt.topic_id).unwrap_or_else(|| {
+            error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v)
+        });
+    };
+    let name = name.0.to_string();
+    if let Some(e) = by_name(&name) {
+        return e;
+    }
+    if validate_topic_name(&name).is_err() {
+        return error_entry(
+            Some(name),
+            nil,
+            ResponseError::InvalidTopicException.code(),
+            v,
+        );
+    }
+    if !allow_create {
+        return error_entry(
+            Some(name),
+            nil,
+            ResponseError::UnknownTopicOrPartition.code(),
+            v,
+        );
+    }
+    // Kafka answers the creating request with LEADER_NOT_AVAILABLE; here the leader usually
+    // exists by the time the creation is answered, so the topic is returned ready.
+    match auto_create(b, &name).await {
+        Ok(_) => by_name(&name).unwrap_or_else(|| {
+            error_entry(Some(name), nil, ResponseError::LeaderNotAvailable.code(), v)
+        }),
+        Err(e) => error_entry(Some(name), nil, super::errors::topic_error_code(&e), v),
+    }
 }
 
 /// Metadata in a cluster: brokers and partitions from the metadata image.
@@ -283,58 +303,21 @@ async fn handle_cluster(
         topics.sort_by(|a, b| a.name.cmp(&b.name));
         resp.topics = topics.iter().map(|t| image_entry(&img, t, v)).collect();
     } else {
-        let allow_create =
-            (v < 4 || req.allow_auto_topic_creation) && b.config.auto_create_topics_enable;
+        let create = allow_create(b, &req, v);
         for rt in req.topics.unwrap_or_default() {
-            let entry = match rt.name {
-                Some(name) => {
-                    let name = name.0.to_string();
-                    if let Some(t) = img.topic(&name) {
-                        image_entry(&img, t, v)
-                    } else if validate_topic_name(&name).is_err() {
-                        error_entry(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            ResponseError::InvalidTopicException.code(),
-                            v,
-                        )
-                    } else if allow_create {
-                        match auto_create(b, &name).await {
-                            Ok(_) => {
-                                img = c.image();
-                                match img.topic(&name) {
-                                    Some(t) => image_entry(&img, t, v),
-                                    None => error_entry(
-                                        Some(name),
-                                        uuid::Uuid::nil(),
-                                        ResponseError::LeaderNotAvailable.code(),
-                                        v,
-                                    ),
-                                }
-                            }
-                            Err(e) => error_entry(
-                                Some(name),
-                                uuid::Uuid::nil(),
-                                super::errors::topic_error_code(&e),
-                                v,
-                            ),
-                        }
-                    } else {
-                        error_entry(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            ResponseError::UnknownTopicOrPartition.code(),
-                            v,
-                        )
-                    }
-                }
-                None => match img.topics.get(&rt.topic_id) {
-                    Some(t) => image_entry(&img, t, v),
-                    None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v),
-                },
+            // A fresh image each time: auto-creation changes it.
+            let by_name = |name: &str| {
+                let img = c.image();
+                img.topic(name).map(|t| image_entry(&img, t, v))
             };
-            resp.topics.push(entry);
+            let by_id = |id: &uuid::Uuid| {
+                let img = c.image();
+                img.topics.get(id).map(|t| image_entry(&img, t, v))
+            };
+            resp.topics
+                .push(requested(b, rt, v, create, by_name, by_id).await);
         }
+        img = c.image();
     }
     resp.brokers = cluster_brokers(&img, listener);
     if v >= 1 {
