@@ -70,12 +70,12 @@ const GROUP_KEY_VERSION: i16 = 2;
 const OFFSET_VALUE_VERSION: i16 = 3;
 const GROUP_VALUE_VERSION: i16 = 3;
 
-fn put_str(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
     b.put_i16(s.len() as i16);
     b.put_slice(s.as_bytes());
 }
 
-fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_str(b, s),
         None => b.put_i16(-1),
@@ -140,35 +140,36 @@ pub fn encode_group(v: &GroupValue) -> Bytes {
     b.freeze()
 }
 
-/// A reader of Kafka's classic (v0-v3) and flexible (v4) encodings.
-struct Reader {
-    buf: Bytes,
-    flexible: bool,
+/// A reader of Kafka's classic (v0-v3) and flexible (v4) encodings; it never reads past the
+/// end (a short record is an error). The transaction coordinator's records use it too.
+pub(crate) struct Reader {
+    pub(crate) buf: Bytes,
+    pub(crate) flexible: bool,
 }
 
-type R<T> = Result<T, String>;
+pub(crate) type R<T> = Result<T, String>;
 
 impl Reader {
-    fn need(&self, n: usize) -> R<()> {
+    pub(crate) fn need(&self, n: usize) -> R<()> {
         if self.buf.remaining() < n {
             Err("truncated".into())
         } else {
             Ok(())
         }
     }
-    fn i16(&mut self) -> R<i16> {
+    pub(crate) fn i16(&mut self) -> R<i16> {
         self.need(2)?;
         Ok(self.buf.get_i16())
     }
-    fn i32(&mut self) -> R<i32> {
+    pub(crate) fn i32(&mut self) -> R<i32> {
         self.need(4)?;
         Ok(self.buf.get_i32())
     }
-    fn i64(&mut self) -> R<i64> {
+    pub(crate) fn i64(&mut self) -> R<i64> {
         self.need(8)?;
         Ok(self.buf.get_i64())
     }
-    fn uvarint(&mut self) -> R<u32> {
+    pub(crate) fn uvarint(&mut self) -> R<u32> {
         let mut v: u32 = 0;
         for i in 0..5 {
             self.need(1)?;
@@ -181,7 +182,7 @@ impl Reader {
         Err("bad varint".into())
     }
     /// Length of a string/bytes field; None for null.
-    fn len(&mut self, bytes: bool) -> R<Option<usize>> {
+    pub(crate) fn len(&mut self, bytes: bool) -> R<Option<usize>> {
         let n: i64 = if self.flexible {
             self.uvarint()? as i64 - 1
         } else if bytes {
@@ -195,7 +196,7 @@ impl Reader {
         self.need(n as usize)?;
         Ok(Some(n as usize))
     }
-    fn nullable_str(&mut self) -> R<Option<String>> {
+    pub(crate) fn nullable_str(&mut self) -> R<Option<String>> {
         match self.len(false)? {
             None => Ok(None),
             Some(n) => String::from_utf8(self.buf.split_to(n).to_vec())
@@ -203,16 +204,16 @@ impl Reader {
                 .map_err(|_| "bad utf-8".into()),
         }
     }
-    fn str(&mut self) -> R<String> {
+    pub(crate) fn str(&mut self) -> R<String> {
         Ok(self.nullable_str()?.unwrap_or_default())
     }
-    fn bytes(&mut self) -> R<Bytes> {
+    pub(crate) fn bytes(&mut self) -> R<Bytes> {
         Ok(match self.len(true)? {
             None => Bytes::new(),
             Some(n) => self.buf.split_to(n),
         })
     }
-    fn array_len(&mut self) -> R<usize> {
+    pub(crate) fn array_len(&mut self) -> R<usize> {
         let n: i64 = if self.flexible {
             self.uvarint()? as i64 - 1
         } else {
@@ -220,7 +221,7 @@ impl Reader {
         };
         Ok(n.max(0) as usize)
     }
-    fn skip_tags(&mut self) -> R<()> {
+    pub(crate) fn skip_tags(&mut self) -> R<()> {
         if self.flexible {
             let n = self.uvarint()?;
             for _ in 0..n {
