@@ -21,6 +21,10 @@ pub struct Broker {
     pub producer_ids: ProducerIdManager,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
     pub groups: Arc<Coordinator>,
+    /// The transaction coordinator; it persists through `__transaction_state`.
+    pub txns: Arc<crate::txn::Coordinator>,
+    /// Connections to the other brokers for the transaction coordinator's requests.
+    pub peers: crate::txn::peers::Peers,
     /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
     pub cluster: OnceLock<Arc<ClusterNode>>,
 }
@@ -33,6 +37,7 @@ impl Broker {
         let advertised = config.advertised();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let group_config = GroupConfig::from_broker(&config);
+        let txn_config = crate::txn::TxnConfig::from_broker(&config);
         let clustered = config.cluster.is_some();
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
@@ -46,6 +51,8 @@ impl Broker {
                 } else {
                     Coordinator::new(group_config, log)
                 },
+                txns: crate::txn::for_broker(txn_config, me.clone()),
+                peers: Default::default(),
                 cluster: OnceLock::new(),
             }
         });
@@ -53,6 +60,9 @@ impl Broker {
         // each `__consumer_offsets` partition is loaded when this broker becomes its leader.
         if !clustered {
             broker.groups.install(store::load(&broker.controller)?);
+            if let Some(t) = broker.controller.topic(crate::txn::store::TOPIC) {
+                crate::txn::loader::load_all(&broker.txns, &t)?;
+            }
         }
         Ok(broker)
     }
@@ -66,12 +76,23 @@ impl Broker {
         self.config.node_id
     }
 
+    /// A producer id never handed out before: from the controller's blocks in a cluster (so
+    /// ids are unique across it), from this broker's own blocks on one node.
+    pub async fn allocate_producer_id(self: &Arc<Self>) -> Result<i64> {
+        if let Some(c) = self.cluster() {
+            return c.allocate_producer_id().await;
+        }
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.producer_ids.allocate()).await?
+    }
+
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
     /// `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
     /// `producer.id.expiration.ms`; the log dirs' high watermark and recovery point
     /// checkpoints (`cluster::checkpoints`).
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
+        self.txns.start();
         let cp = &self.controller.checkpoints;
         self.spawn_periodic(cp.high_watermark_interval_ms, |b| {
             let _ = b

@@ -13,6 +13,9 @@ mod common;
 
 use bytes::{Buf, Bytes};
 use common::{Client, TestBroker, record_batch};
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
@@ -46,6 +49,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Message, StrBytes, VersionRange};
 
@@ -57,6 +63,10 @@ fn s(v: &str) -> StrBytes {
 
 fn topic_name(v: &str) -> TopicName {
     TopicName(s(v))
+}
+
+fn txn_id(v: &str) -> TransactionalId {
+    TransactionalId(s(v))
 }
 
 fn group(v: &str) -> GroupId {
@@ -387,6 +397,57 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             let mut r = DescribeQuorumRequest::default();
             r.topics = vec![t];
             built::<_, DescribeQuorumResponse>(r)
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let mut t = AddPartitionsToTxnTopic::default();
+            t.name = topic_name(TOPIC);
+            t.partitions = vec![0];
+            let mut r = AddPartitionsToTxnRequest::default();
+            if v < 4 {
+                r.v3_and_below_transactional_id = txn_id("matrix-txn");
+                r.v3_and_below_producer_id = ProducerId(1);
+                r.v3_and_below_topics = vec![t];
+            } else {
+                let mut tx = AddPartitionsToTxnTransaction::default();
+                tx.transactional_id = txn_id("matrix-txn");
+                tx.producer_id = ProducerId(1);
+                tx.verify_only = true;
+                tx.topics = vec![t];
+                r.transactions = vec![tx];
+            }
+            built::<_, AddPartitionsToTxnResponse>(r)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let mut r = AddOffsetsToTxnRequest::default();
+            r.transactional_id = txn_id("matrix-txn");
+            r.producer_id = ProducerId(1);
+            r.group_id = group("matrix-group");
+            built::<_, AddOffsetsToTxnResponse>(r)
+        }
+        ApiKey::EndTxn => {
+            let mut r = EndTxnRequest::default();
+            r.transactional_id = txn_id("matrix-txn");
+            r.producer_id = ProducerId(1);
+            built::<_, EndTxnResponse>(r)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let mut t = WritableTxnMarkerTopic::default();
+            t.name = topic_name(TOPIC);
+            t.partition_indexes = vec![0];
+            let mut m = WritableTxnMarker::default();
+            m.producer_id = ProducerId(999_999);
+            m.topics = vec![t];
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = vec![m];
+            built::<_, WriteTxnMarkersResponse>(r)
+        }
+        ApiKey::DescribeTransactions => {
+            let mut r = DescribeTransactionsRequest::default();
+            r.transactional_ids = vec![txn_id("matrix-txn")];
+            built::<_, DescribeTransactionsResponse>(r)
+        }
+        ApiKey::ListTransactions => {
+            built::<_, ListTransactionsResponse>(ListTransactionsRequest::default())
         }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \

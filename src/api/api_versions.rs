@@ -3,13 +3,21 @@
 //! The list of API keys and version ranges is built from [`super::APIS`], the one list of
 //! served APIs. A request above our highest version is answered in v0 with
 //! UNSUPPORTED_VERSION and the full list, so the client can pick a version it shares with us.
+//!
+//! v3+ also carry the features (KIP-584): `transaction.version` is supported from 0 to 2 and
+//! finalized at 2, as on Kafka 4.4 (EndTxn v5, the epoch bump per transaction, partitions
+//! added by the produce itself: KIP-890 part 2). A supported range starting at 0 is only
+//! listed from v4 (KIP-1022: older clients cannot parse it), as Kafka lists it.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 
 use super::{APIS, ApiSpec, RequestCtx};
 use crate::broker::Broker;
@@ -37,10 +45,36 @@ fn api_list() -> Vec<ApiVersion> {
     keys
 }
 
-async fn handle(_b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+/// The features served: (name, lowest supported, highest supported = finalized level).
+pub const FEATURES: &[(&str, i16, i16)] = &[("transaction.version", 0, 2)];
+
+fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
+    if version < 3 {
+        return;
+    }
+    for &(name, min, max) in FEATURES {
+        if min > 0 || version >= 4 {
+            let mut f = SupportedFeatureKey::default();
+            f.name = StrBytes::from_static_str(name);
+            f.min_version = min;
+            f.max_version = max;
+            resp.supported_features.push(f);
+        }
+        let mut f = FinalizedFeatureKey::default();
+        f.name = StrBytes::from_static_str(name);
+        f.min_version_level = max;
+        f.max_version_level = max;
+        resp.finalized_features.push(f);
+    }
+    // Clients adopt the features of the highest epoch they have seen (-1 before any).
+    resp.finalized_features_epoch = b.cluster().map_or(1, |c| c.image().offset as i64);
+}
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let _req: ApiVersionsRequest = super::decode(&ctx, body)?;
     let mut resp = ApiVersionsResponse::default();
     resp.api_keys = api_list();
+    add_features(&b, ctx.version, &mut resp);
     super::respond(&ctx, &resp)
 }
 

@@ -1,7 +1,10 @@
 //! FindCoordinator (key 10), versions 0-6.
 //!
-//! On a cluster of one this node coordinates every consumer group (key type 0) and every
-//! transactional id (key type 1). v0-3 ask for one key; v4+ batch several in coordinator_keys.
+//! A consumer group's (key type 0) coordinator is the leader of its `__consumer_offsets`
+//! partition, a transactional id's (key type 1) the leader of its `__transaction_state`
+//! partition; on a cluster of one this node. `__transaction_state` is created on the first
+//! transactional lookup (as Kafka does); until its partition has a leader,
+//! COORDINATOR_NOT_AVAILABLE. v0-3 ask for one key; v4+ batch several in coordinator_keys.
 //! librdkafka also reads this API's presence as a capability: it enables LZ4 only when
 //! FindCoordinator is advertised.
 
@@ -28,35 +31,40 @@ const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
 /// (error, node, host, port) for one key.
-fn coordinator_for(b: &Broker, key_type: i8) -> (i16, i32, String, i32) {
-    if key_type == GROUP || key_type == TRANSACTION {
-        (
+type Found = (i16, i32, String, i32);
+
+fn error(code: i16) -> Found {
+    (code, -1, String::new(), -1)
+}
+
+/// A group's coordinator is the leader of its `__consumer_offsets` partition and a
+/// transactional id's the leader of its `__transaction_state` partition (each topic is
+/// created on first use); on one node, this broker.
+async fn coordinator(b: &Broker, key: &str, key_type: i8) -> Found {
+    let topic = match key_type {
+        GROUP => crate::group::store::TOPIC,
+        TRANSACTION => crate::txn::store::TOPIC,
+        _ => return error(ResponseError::InvalidRequest.code()),
+    };
+    let ready = match key_type {
+        TRANSACTION => crate::txn::ensure_ready(b).await,
+        _ if b.cluster().is_some() => crate::group::store::offsets_topic(b).await.map(|_| ()),
+        _ => Ok(()),
+    };
+    if let Err(code) = ready {
+        return error(code);
+    }
+    let Some(c) = b.cluster() else {
+        return (
             0,
             b.node_id(),
             b.advertised.0.clone(),
             b.advertised.1 as i32,
-        )
-    } else {
-        (ResponseError::InvalidRequest.code(), -1, String::new(), -1)
-    }
-}
-
-/// In a cluster, a group's coordinator is the leader of its `__consumer_offsets` partition.
-async fn cluster_coordinator(b: &Broker, key: &str, key_type: i8) -> (i16, i32, String, i32) {
-    let (Some(c), GROUP) = (b.cluster(), key_type) else {
-        return coordinator_for(b, key_type);
+        );
     };
-    let unavailable = (
-        ResponseError::CoordinatorNotAvailable.code(),
-        -1,
-        String::new(),
-        -1,
-    );
-    if let Err(code) = crate::group::store::offsets_topic(b).await {
-        return (code, -1, String::new(), -1);
-    }
+    let unavailable = error(ResponseError::CoordinatorNotAvailable.code());
     let img = c.image();
-    let Some(t) = img.topic(crate::group::store::TOPIC) else {
+    let Some(t) = img.topic(topic) else {
         return unavailable;
     };
     let n = t.partitions.len() as i32;
@@ -83,7 +91,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = FindCoordinatorResponse::default();
     if ctx.version >= 4 {
         for key in req.coordinator_keys {
-            let (err, node, host, port) = cluster_coordinator(&b, &key, req.key_type).await;
+            let (err, node, host, port) = coordinator(&b, &key, req.key_type).await;
             let mut c = Coordinator::default();
             c.key = key;
             c.node_id = BrokerId(node);
@@ -93,7 +101,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             resp.coordinators.push(c);
         }
     } else {
-        let (err, node, host, port) = cluster_coordinator(&b, &req.key, req.key_type).await;
+        let (err, node, host, port) = coordinator(&b, &req.key, req.key_type).await;
         resp.error_code = err;
         resp.node_id = BrokerId(node);
         resp.host = StrBytes::from_string(host);

@@ -6,10 +6,14 @@
 //! producer state accepts the new epoch from sequence 0. A producer id given without an epoch,
 //! or the reverse, is INVALID_REQUEST; an empty transactional id is INVALID_REQUEST.
 //!
-//! Transactions are not served yet: a transactional id gets COORDINATOR_NOT_AVAILABLE, the
-//! retriable error Kafka returns while its transaction coordinator cannot serve, so a
-//! transactional client's initTransactions() times out cleanly instead of failing with a
-//! misleading fatal error (idempotent clients are unaffected).
+//! With a transactional id the transaction coordinator answers (Kafka's handleInitProducerId):
+//! a new id gets a fresh producer id at epoch 0; a known one the next epoch, which fences
+//! the previous instance (an open transaction of it is aborted first: the caller gets
+//! CONCURRENT_TRANSACTIONS and retries); a timeout above transaction.max.timeout.ms (or not
+//! positive) is INVALID_TRANSACTION_TIMEOUT. v3+ may carry the producer id and epoch of a
+//! producer recovering its state (KIP-360): a retry of a bump gets the same answer, a stale
+//! producer PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). When the epoch is exhausted a
+//! new producer id starts at epoch 0.
 
 use std::sync::Arc;
 
@@ -38,19 +42,27 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     resp.error_code = if (pid == -1) != (epoch == -1) {
         ResponseError::InvalidRequest.code()
     } else if let Some(tid) = &req.transactional_id {
-        if tid.0.is_empty() {
-            ResponseError::InvalidRequest.code()
-        } else {
-            ResponseError::CoordinatorNotAvailable.code()
-        }
-    } else {
-        let ids = b.clone();
-        let allocated = match b.cluster() {
-            // A cluster hands out blocks through the controller, so ids are unique across it.
-            Some(c) => c.allocate_producer_id().await,
-            None => tokio::task::spawn_blocking(move || ids.producer_ids.allocate()).await?,
+        let expected = (pid != -1).then_some((pid, epoch));
+        let ready = match b.cluster() {
+            None if !tid.0.is_empty() => crate::txn::ensure_ready(&b).await,
+            _ => Ok(()),
         };
-        match allocated {
+        let (mut code, id, e) = match ready {
+            Ok(()) => {
+                b.txns
+                    .init_producer_id(&tid.0, req.transaction_timeout_ms, expected)
+                    .await
+            }
+            Err(code) => (code, -1, -1),
+        };
+        if ctx.version < 4 && code == ResponseError::ProducerFenced.code() {
+            code = ResponseError::InvalidProducerEpoch.code();
+        }
+        resp.producer_id = ProducerId(id);
+        resp.producer_epoch = e;
+        code
+    } else {
+        match b.allocate_producer_id().await {
             Ok(id) => {
                 resp.producer_id = ProducerId(id);
                 resp.producer_epoch = 0;

@@ -15,6 +15,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::broker::Broker;
 use crate::net::response::{FrameBuf, Response};
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_partitions;
@@ -24,7 +26,9 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod describe_quorum;
+pub mod describe_transactions;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
@@ -33,10 +37,12 @@ pub mod init_producer_id;
 pub mod leader_hint;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod wire;
+pub mod write_txn_markers;
 
 // Consumer groups (issue 3).
 pub mod delete_groups;
@@ -115,6 +121,13 @@ pub static APIS: &[ApiSpec] = &[
     alter_partition_reassignments::SPEC,
     list_partition_reassignments::SPEC,
     describe_quorum::SPEC,
+    // Transactions.
+    add_partitions_to_txn::SPEC,
+    add_offsets_to_txn::SPEC,
+    end_txn::SPEC,
+    write_txn_markers::SPEC,
+    describe_transactions::SPEC,
+    list_transactions::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {

@@ -16,6 +16,13 @@
 //! by then answers NOT_ENOUGH_REPLICAS_AFTER_APPEND, one whose leadership moved
 //! NOT_LEADER_OR_FOLLOWER. On a cluster of one the ISR is the leader, so the high watermark
 //! passes at the append. From v13 topics are named by id.
+//!
+//! Transactional batches (KIP-890, `txn::verify`): where the producer has no transaction
+//! open, the partition is first verified with the transaction coordinator (v3-11: refused
+//! with INVALID_TXN_STATE if the producer did not add it; v11 may see
+//! TRANSACTION_ABORTABLE) or, v12+ (transaction version 2), added to the transaction by the
+//! broker itself; coordinator errors an older client would not retry become
+//! NOT_ENOUGH_REPLICAS.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,6 +120,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     }
     let req: ProduceRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
+    // KIP-890: transactional writes to partitions not (yet) in the transaction.
+    let refused = crate::txn::verify::for_produce(&b, &req, v).await;
     let acks = req.acks;
     let mut resp = ProduceResponse::default();
     let mut scratch = BytesMut::new();
@@ -155,6 +164,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     continue;
                 }
             };
+            if let Some((code, message)) = refused.get(&(t.name.to_string(), pd.index)) {
+                let mut r = partition_result(pd.index, *code);
+                if v >= 8 {
+                    r.error_message = message.clone().map(StrBytes::from_string);
+                }
+                done(r);
+                continue;
+            }
             let eff = &t.effective;
             // The log patches offsets in place; the request buffer is shared, so the batches
             // are moved into a reusable scratch buffer first.

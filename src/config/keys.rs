@@ -189,6 +189,15 @@ pub const ACTED: &[&str] = &[
     "replica.lag.time.max.ms",
     "replica.selector.class",
     "socket.request.max.bytes",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.max.timeout.ms",
+    "transaction.partition.verification.enable",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.segment.bytes",
+    "transactional.id.expiration.ms",
     "unclean.leader.election.enable",
 ];
 

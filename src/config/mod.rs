@@ -98,6 +98,8 @@ pub struct BrokerConfig {
     pub offsets_commit_timeout_ms: u64,
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_interval_ms: u64,
+    /// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`).
+    pub txn: TxnSettings,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
     /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
@@ -107,6 +109,29 @@ pub struct BrokerConfig {
     pub raw: BTreeMap<String, String>,
     /// Where each set property was given.
     origins: BTreeMap<String, Origin>,
+}
+
+/// The transaction coordinator's settings, as Kafka's TransactionConfig.
+#[derive(Debug, Clone)]
+pub struct TxnSettings {
+    /// `transaction.state.log.num.partitions`.
+    pub num_partitions: i32,
+    /// `transaction.state.log.replication.factor` (in a cluster).
+    pub replication_factor: i16,
+    /// `transaction.state.log.min.isr`: the topic's min.insync.replicas.
+    pub min_isr: i32,
+    /// `transaction.state.log.segment.bytes`.
+    pub segment_bytes: i32,
+    /// `transaction.max.timeout.ms`.
+    pub max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_interval_ms: u64,
+    /// `transactional.id.expiration.ms`.
+    pub id_expiration_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub id_expiration_interval_ms: u64,
+    /// `transaction.partition.verification.enable` (KIP-890 part 1).
+    pub verification: bool,
 }
 
 /// The settings as finally given (later ones won), each with its origin.
@@ -432,6 +457,24 @@ impl BrokerConfig {
             producer_id_expiration_ms: p.num_at_least("producer.id.expiration.ms", 1)?,
             producer_id_expiration_check_interval_ms: p
                 .num_at_least("producer.id.expiration.check.interval.ms", 1)?,
+            txn: TxnSettings {
+                num_partitions: p.num_at_least("transaction.state.log.num.partitions", 1)?,
+                replication_factor: p
+                    .num_at_least("transaction.state.log.replication.factor", 1)?,
+                min_isr: p.num_at_least("transaction.state.log.min.isr", 1)?,
+                segment_bytes: p.num_at_least("transaction.state.log.segment.bytes", 1)?,
+                max_timeout_ms: p.num_at_least("transaction.max.timeout.ms", 1)?,
+                abort_interval_ms: p.num_at_least(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    1,
+                )?,
+                id_expiration_ms: p.num_at_least("transactional.id.expiration.ms", 1)?,
+                id_expiration_interval_ms: p.num_at_least(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms",
+                    1,
+                )?,
+                verification: p.boolean("transaction.partition.verification.enable")?,
+            },
             cluster,
             no_effect,
             raw,

@@ -6,9 +6,76 @@
 //! * `state`: one transactional id's state and its legal transitions (pure).
 //! * `rules`: what each request does to that state (pure).
 //! * `records`: the `__transaction_state` record schemas.
+//! * `store`: the topic (created on first use), its writes and its replay.
+//! * `coordinator`: the owner of the states, the shell around `rules`.
+//! * `markers`: writing a transaction's markers to its partitions' leaders.
+//! * `loader`: loading partitions at start-up (one node) or on becoming their leader.
+//!
+//! A transactional id's coordinator is the leader of its `__transaction_state` partition
+//! (abs(Java hashCode) mod `transaction.state.log.num.partitions`); on one node, this broker.
 
+pub mod coordinator;
+#[cfg(test)]
+mod coordinator_tests;
+pub mod loader;
+pub mod markers;
+pub mod peers;
 pub mod records;
 pub mod rules;
 pub mod state;
+pub mod store;
 #[cfg(test)]
 mod tests;
+pub mod verify;
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tracing::warn;
+
+pub use coordinator::{Coordinator, TxnConfig};
+
+use crate::broker::Broker;
+
+/// How long a marker or a `__transaction_state` write waits for the in-sync replicas (Kafka's
+/// `request.timeout.ms` default).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The broker's coordinator: `__transaction_state` for its log, markers through the broker's
+/// partitions and WriteTxnMarkers, producer ids from the broker.
+pub fn for_broker(cfg: TxnConfig, broker: Weak<Broker>) -> Arc<Coordinator> {
+    Coordinator::new(
+        cfg,
+        Arc::new(store::TopicLog::new(broker.clone())),
+        Arc::new(markers::BrokerMarkers::new(broker.clone())),
+        Arc::new(BrokerIds(broker)),
+    )
+}
+
+struct BrokerIds(Weak<Broker>);
+
+impl coordinator::ProducerIds for BrokerIds {
+    fn allocate(&self) -> coordinator::IdFuture<'_> {
+        Box::pin(async move {
+            let b = self.0.upgrade().ok_or(state::COORDINATOR_NOT_AVAILABLE)?;
+            b.allocate_producer_id().await.map_err(|e| {
+                warn!("producer id allocation failed: {e:#}");
+                state::COORDINATOR_NOT_AVAILABLE
+            })
+        })
+    }
+}
+
+/// Makes the coordinator able to answer: `__transaction_state` exists (created on first
+/// use), and on one node its partitions are coordinated here (a topic just created holds no
+/// state to load). In a cluster the partitions' leaders load them (`loader::became_leader`).
+pub async fn ensure_ready(b: &Broker) -> Result<(), i16> {
+    let topic = store::ensure_topic(b).await?;
+    if b.cluster().is_none() && !b.txns.has_partitions() {
+        loader::load_all(&b.txns, &topic).map_err(|e| {
+            warn!("cannot load {}: {e:#}", store::TOPIC);
+            state::COORDINATOR_NOT_AVAILABLE
+        })?;
+    }
+    Ok(())
+}

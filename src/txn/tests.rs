@@ -88,6 +88,17 @@ fn error_codes_are_kafkas() {
     assert_eq!(INVALID_PRODUCER_EPOCH, E::InvalidProducerEpoch.code());
     assert_eq!(TRANSACTION_ABORTABLE, E::TransactionAbortable.code());
     assert_eq!(UNKNOWN_SERVER_ERROR, E::UnknownServerError.code());
+    assert_eq!(INVALID_REQUEST, E::InvalidRequest.code());
+    assert_eq!(NOT_COORDINATOR, E::NotCoordinator.code());
+    assert_eq!(
+        COORDINATOR_LOAD_IN_PROGRESS,
+        E::CoordinatorLoadInProgress.code()
+    );
+    assert_eq!(COORDINATOR_NOT_AVAILABLE, E::CoordinatorNotAvailable.code());
+    assert_eq!(
+        TRANSACTIONAL_ID_NOT_FOUND,
+        E::TransactionalIdNotFound.code()
+    );
 }
 
 #[test]

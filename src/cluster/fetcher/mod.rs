@@ -18,7 +18,7 @@
 //! connection and reconnects after `backoff_ms`; a failure of one partition delays or stops
 //! only that partition.
 
-mod conn;
+pub mod conn;
 #[cfg(test)]
 mod fake_leader;
 mod session;

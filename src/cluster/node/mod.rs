@@ -16,7 +16,7 @@
 pub mod admin;
 mod lifecycle;
 pub mod metadata_log;
-mod replicas;
+pub mod replicas;
 pub mod requests;
 mod service;
 
@@ -397,18 +397,24 @@ impl ClusterNode {
 
 impl Broker {
     /// A reconciled image: coordinators move with the leaderships of their internal
-    /// partitions (the group coordinator with `__consumer_offsets`'s).
+    /// partitions (the group coordinator with `__consumer_offsets`'s, the transaction
+    /// coordinator with `__transaction_state`'s).
     fn on_replicas_changed(&self, img: &MetadataImage, r: replicas::Reconciled) {
         let offsets = crate::group::store::TOPIC;
+        let txns = crate::txn::store::TOPIC;
         for (topic, index) in r.stopped_leading {
             if &*topic == offsets {
                 crate::group::loader::stopped_leading(&self.groups, index);
+            } else if &*topic == txns {
+                crate::txn::loader::stopped_leading(&self.txns, index);
             }
         }
-        let count = img.topic(offsets).map_or(0, |t| t.partitions.len() as i32);
+        let count = |name| img.topic(name).map_or(0, |t| t.partitions.len() as i32);
         for p in r.became_leader {
             if &*p.topic == offsets {
-                crate::group::loader::became_leader(&self.groups, p, count);
+                crate::group::loader::became_leader(&self.groups, p, count(offsets));
+            } else if &*p.topic == txns {
+                crate::txn::loader::became_leader(&self.txns, p, count(txns));
             }
         }
     }

@@ -86,6 +86,13 @@ impl Ownership {
         self.partitions.remove(&partition).is_some()
     }
 
+    /// Whether any partition is still being loaded.
+    pub fn any_loading(&self) -> bool {
+        self.partitions
+            .values()
+            .any(|l| matches!(l, Load::Loading { .. }))
+    }
+
     /// Whether requests for `group` may be served here: the leader epoch of its partition,
     /// or the error to answer with.
     pub fn check(&self, group: &str) -> Result<i32, i16> {
