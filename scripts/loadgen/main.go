@@ -64,6 +64,8 @@ func main() {
 		fetchMax  = flag.Int("fetch-max-partition-bytes", 1<<20, "consumer bytes per partition per fetch")
 		timeout   = flag.Duration("timeout", 120*time.Second, "give up after this long")
 		ackLog    = flag.String("ack-log", "", "write each delivery's Unix time in µs and outcome to this file (produce)")
+		backoff   = flag.Duration("retry-backoff", 0, "a fixed wait between retries (0: the client's default, jittered and growing)")
+		metaAge   = flag.Duration("metadata-min-age", 0, "the least time between metadata refreshes (0: the client's default, 5s)")
 	)
 	flag.Parse()
 	if *topic == "" {
@@ -73,6 +75,13 @@ func main() {
 		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
 		kgo.ClientID("sluice-loadgen"),
 		kgo.RetryTimeout(*timeout),
+	}
+	if *metaAge > 0 {
+		opts = append(opts, kgo.MetadataMinAge(*metaAge))
+	}
+	if *backoff > 0 {
+		d := *backoff
+		opts = append(opts, kgo.RetryBackoffFn(func(int) time.Duration { return d }))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
