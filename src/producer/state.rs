@@ -12,6 +12,10 @@
 //! * an unknown producer (never seen, or its state expired after `producer.id.expiration.ms`)
 //!   is accepted at any sequence.
 //!
+//! A coordinator writing its own records (the group coordinator's transactional offset
+//! commits, Kafka's `AppendOrigin.COORDINATOR`) is checked for the epoch only: its batches
+//! carry the producer's id and epoch but no sequence of the producer's.
+//!
 //! Replaying the log (recovery) applies batches without these checks.
 //!
 //! Snapshot file `<offset, 20 digits>.snapshot` = the state after every batch below `offset`.
@@ -112,11 +116,20 @@ pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
     dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
 }
 
-/// [`ProducerState::check`] on a raw record set. A record set that does not parse is left to
-/// the log's validation (`Ok(None)`).
+/// Who appends: a producing client (every rule above) or a coordinator writing its own
+/// records (the epoch rule only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOrigin {
+    Client,
+    Coordinator,
+}
+
+/// [`ProducerState::check`] (or, for a coordinator, [`ProducerState::check_epochs`]) on a raw
+/// record set. A record set that does not parse is left to the log's validation (`Ok(None)`).
 pub fn check_append(
     state: &ProducerState,
     records: &[u8],
+    origin: AppendOrigin,
 ) -> Result<Option<BatchMeta>, ProducerError> {
     let mut headers = Vec::new();
     for h in crate::log::batch::batches(records) {
@@ -125,7 +138,10 @@ pub fn check_append(
             Err(_) => return Ok(None),
         }
     }
-    state.check(&headers)
+    match origin {
+        AppendOrigin::Client => state.check(&headers),
+        AppendOrigin::Coordinator => state.check_epochs(&headers).map(|()| None),
+    }
 }
 
 pub struct ProducerState {
@@ -254,6 +270,22 @@ impl ProducerState {
             pending.push((pid, h.producer_epoch, last_seq));
         }
         Ok(None)
+    }
+
+    /// Checks a coordinator's batches: only that no producer's epoch goes back.
+    pub fn check_epochs(&self, batches: &[BatchHeader]) -> Result<(), ProducerError> {
+        for h in batches.iter().filter(|h| idempotent(h)) {
+            let pid = h.producer_id;
+            if let Some(e) = self.producers.get(&pid)
+                && h.producer_epoch < e.epoch
+            {
+                return Err(ProducerError::InvalidEpoch(format!(
+                    "Epoch of producer {pid} is {}, which is smaller than the last seen epoch {}",
+                    h.producer_epoch, e.epoch
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Records appended batches (headers with their final offsets and timestamps).
@@ -495,6 +527,37 @@ mod tests {
             segment_bytes: 1024,
             ..LogConfig::default()
         }
+    }
+
+    #[test]
+    fn coordinator_appends_are_checked_for_the_epoch_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), cfg(), false).unwrap();
+        let mut st = ProducerState::new(dir.path());
+        let coordinator = |st: &ProducerState, b: &[u8]| {
+            check_append(st, b, AppendOrigin::Coordinator).map(|d| d.is_none())
+        };
+        // The coordinator writes every batch at sequence 0: the same sequences again are
+        // neither a duplicate nor out of order for it, where a client's retry would be.
+        for _ in 0..3 {
+            let mut b = idem_batch(1, 7, 2, 0);
+            assert_eq!(coordinator(&st, &b), Ok(true));
+            let info = log.append(&mut b, 0, None, 1 << 20).unwrap();
+            st.update(&info.batches);
+        }
+        let again = idem_batch(1, 7, 2, 0);
+        assert!(matches!(
+            check_append(&st, &again, AppendOrigin::Client),
+            Ok(Some(_))
+        ));
+        // A newer epoch is taken, an older one is fenced.
+        assert_eq!(coordinator(&st, &idem_batch(1, 7, 3, 0)), Ok(true));
+        assert!(matches!(
+            coordinator(&st, &idem_batch(1, 7, 1, 0)),
+            Err(ProducerError::InvalidEpoch(_))
+        ));
+        // A producer never seen is taken at any epoch.
+        assert_eq!(coordinator(&st, &idem_batch(1, 8, 0, 0)), Ok(true));
     }
 
     #[test]

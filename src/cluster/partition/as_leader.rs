@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::cluster::replication::AckStatus;
+use crate::producer::state::AppendOrigin;
 
 /// A leader append: what the log did, and the leader epoch it was written in (an acks=all
 /// produce is answered only while this replica still leads in that epoch).
@@ -91,6 +92,40 @@ impl Partition {
         max_batch_bytes: usize,
         required_acks: i16,
     ) -> Result<LeaderAppend, PartitionError> {
+        self.append_from(
+            records,
+            append_time,
+            max_batch_bytes,
+            required_acks,
+            AppendOrigin::Client,
+        )
+    }
+
+    /// Appends a coordinator's own batch as the leader (`__consumer_offsets` records, among
+    /// them transactional offset commits): only the producer epoch is checked, and
+    /// `required_acks` acts as in [`Partition::append_with_acks`].
+    pub fn append_as_coordinator(
+        &self,
+        records: &mut [u8],
+        required_acks: i16,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.append_from(
+            records,
+            None,
+            i32::MAX as usize,
+            required_acks,
+            AppendOrigin::Coordinator,
+        )
+    }
+
+    fn append_from(
+        &self,
+        records: &mut [u8],
+        append_time: Option<i64>,
+        max_batch_bytes: usize,
+        required_acks: i16,
+        origin: AppendOrigin,
+    ) -> Result<LeaderAppend, PartitionError> {
         let mut log = self.log.lock().unwrap();
         let leader_epoch = {
             let r = self.replication.lock().unwrap();
@@ -106,7 +141,7 @@ impl Partition {
             ls.leader_epoch
         };
         let producers = self.producers.lock().unwrap();
-        if let Some(dup) = crate::producer::state::check_append(&producers, records)
+        if let Some(dup) = crate::producer::state::check_append(&producers, records, origin)
             .map_err(PartitionError::Producer)?
         {
             // A retry of a batch already written: its original offsets, nothing appended.
