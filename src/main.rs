@@ -113,6 +113,11 @@ async fn run(config: BrokerConfig) -> i32 {
         Some(q) => Some(node::wait_for_cluster_id(q).await),
         None => None,
     };
+    if config.cluster.as_ref().is_some_and(|cc| !cc.roles.broker) {
+        let q = quorum.expect("a cluster node has a quorum");
+        let id = cluster_id.expect("the quorum agreed on a cluster id");
+        return run_controller_only(&config, q, id).await;
+    }
     let broker = match Broker::open(config, cluster_id.as_deref()) {
         Ok(b) => b,
         Err(e) => fail(&format!("{e:#}")),
@@ -188,6 +193,37 @@ async fn run(config: BrokerConfig) -> i32 {
             1
         }
     }
+}
+
+/// `process.roles=controller`: the metadata quorum and the active controller, no broker.
+async fn run_controller_only(
+    config: &BrokerConfig,
+    q: node::QuorumHandle,
+    cluster_id: String,
+) -> i32 {
+    let _locks = match sluice::cluster::controller::claim_controller_dirs(config, &cluster_id) {
+        Ok(l) => l,
+        Err(e) => fail(&format!("{e:#}")),
+    };
+    let cc = config.cluster.as_ref().expect("cluster mode");
+    let listener = cc
+        .controller_listener
+        .as_ref()
+        .map_or(String::new(), |l| l.to_string());
+    info!(
+        "sluice {} started as a controller: node id {}, cluster id {cluster_id}, metadata log {}, listener {listener}",
+        env!("CARGO_PKG_VERSION"),
+        config.node_id,
+        cc.metadata_log_dir.display(),
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let run = tokio::spawn(node::run_controller_only(q, cc.clone(), stop.clone()));
+    wait_for_signal().await;
+    info!("shutting down");
+    stop.cancel();
+    let _ = run.await;
+    info!("shut down cleanly");
+    0
 }
 
 async fn wait_for_signal() -> &'static str {

@@ -1,7 +1,8 @@
 //! A replicated cluster of three real `sluice` processes on loopback: the quorum forms from
 //! empty dirs, brokers register, an RF=3 topic replicates byte for byte, a leader killed with
 //! -9 is replaced from the ISR without losing an acknowledged record, the restarted node
-//! catches up and rejoins the ISR, and acks=all needs min.insync.replicas.
+//! catches up and rejoins the ISR, and acks=all needs min.insync.replicas. Controller-only and
+//! broker-only nodes form a cluster too.
 
 mod common;
 
@@ -14,7 +15,10 @@ use kafka_protocol::messages::{ApiKey, CreateTopicsResponse};
 const WAIT: Duration = Duration::from_secs(40);
 
 fn create(c: &TestCluster, topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) {
-    let mut client = c.connect(0);
+    let broker = (0..c.nodes.len())
+        .find(|i| c.is_up(*i) && c.nodes[*i].is_broker())
+        .expect("a broker is up");
+    let mut client = c.connect(broker);
     let req = create_topic_request(topic, partitions, rf, configs);
     let resp: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 7, &req);
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
@@ -290,4 +294,82 @@ fn sigterm_moves_leaderships_away_before_exit() {
         let (leader, _, _) = c.partition_state(0, "s", p).unwrap();
         assert!(leader == 1 || leader == 3, "partition {p} led by {leader}");
     }
+}
+
+#[test]
+fn controller_only_and_broker_only_nodes_form_a_cluster() {
+    // Node 1 is the only voter and serves no clients; nodes 2 and 3 are brokers that follow
+    // the metadata log without voting.
+    let mut c = TestCluster::start_with_roles(&["controller", "broker", "broker"], &[]);
+    let m = c.metadata(1).expect("broker 2 answers");
+    let mut ids: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+    ids.sort();
+    assert_eq!(ids, vec![2, 3], "only brokers are listed");
+    assert!(
+        ids.contains(&m.controller_id.0),
+        "clients are shown a broker as the controller, as Kafka's KRaft brokers answer: {}",
+        m.controller_id.0
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", c.nodes[0].port)).is_err(),
+        "a controller-only node has no client listener"
+    );
+    let cluster_id = m.cluster_id.as_ref().expect("cluster id").to_string();
+    let meta = std::fs::read_to_string(c.node_dir(0).join("data/meta.properties")).unwrap();
+    assert!(meta.contains(&format!("cluster.id={cluster_id}")), "{meta}");
+    assert!(meta.contains("node.id=1"), "{meta}");
+
+    create(&c, "roles", 1, 2, &[("min.insync.replicas", "2")]);
+    let (leader, _) = leader_with_isr(&c, "roles", 2);
+    let li = c.index_of(leader);
+    let fi = if li == 1 { 2 } else { 1 };
+    let mut client = c.connect(li);
+    c.wait_for(WAIT, "acks=all with both brokers in the ISR", |_| {
+        produce(&mut client, "roles", b"v0").0 == 0
+    });
+    let mut acked = vec![b"v0".to_vec()];
+    // Without its only controller the brokers keep replicating: acks=all needs no controller
+    // while the ISR stays as it is.
+    c.kill9(0);
+    for i in 1..10 {
+        let v = format!("v{i}").into_bytes();
+        assert_eq!(
+            produce(&mut client, "roles", &v).0,
+            0,
+            "acks=all without a controller"
+        );
+        acked.push(v);
+    }
+    // The controller comes back with the metadata it had (its log and snapshot on disk).
+    c.restart(0);
+    // The leading broker dies: the controller fences it and the other broker leads.
+    c.kill9(li);
+    let follower_id = c.nodes[fi].id;
+    c.wait_for(WAIT, "the surviving broker leads", |c| {
+        c.partition_state(fi, "roles", 0)
+            .is_some_and(|(l, _, isr)| l == follower_id && isr == vec![follower_id])
+    });
+    let mut client = c.connect(fi);
+    c.wait_for(WAIT, "the new leader answers acks=all", |_| {
+        // One in-sync replica of the two min.insync.replicas requires.
+        produce(&mut client, "roles", b"one of two").0 == 19
+    });
+    c.restart(li);
+    leader_with_isr(&c, "roles", 2);
+    c.wait_for(WAIT, "acks=all with both brokers again", |_| {
+        produce(&mut client, "roles", b"v10").0 == 0
+    });
+    acked.push(b"v10".to_vec());
+    let (leader, _) = leader_with_isr(&c, "roles", 2);
+    let values: Vec<Vec<u8>> = read_all(&c, c.index_of(leader), "roles")
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    // v0..v9 at offsets 0..9; v10 after them (a retry the leader timed out could sit between).
+    assert_eq!(values[..10], acked[..10], "{values:?}");
+    assert!(values[10..].contains(&acked[10]), "{values:?}");
+    assert!(
+        !values.iter().any(|v| v == b"one of two"),
+        "NOT_ENOUGH_REPLICAS appends nothing"
+    );
 }

@@ -3,14 +3,14 @@
 //! OffsetFetch with and without require_stable, the transactional batch the coordinator
 //! writes to `__consumer_offsets` (read back with Fetch), pending offsets surviving kill -9,
 //! and the transaction markers: written into the stopped broker's data dir by the broker code
-//! itself (in this process, `Partition` + `Coordinator::complete_txn`, which is what the
-//! transaction coordinator does), then replayed by the binary at its next start.
+//! itself (in this process, `Partition::append_marker` + `Coordinator::complete_txn`, what the
+//! transaction coordinator's marker path does), then replayed by the binary at its next start.
 
 mod common;
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::{Client, TestBroker, create_topic_request, fetch_one};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_fetch_request::{
@@ -22,9 +22,7 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 
 const TOPIC: &str = "orders";
 const OFFSETS: &str = "__consumer_offsets";
@@ -205,42 +203,6 @@ fn offsets_batches(c: &mut Client, partition: i32) -> Vec<kafka_protocol::record
     out
 }
 
-/// A transaction marker (control batch) of `producer`, as the transaction coordinator
-/// writes it: key (version 0, type 1 COMMIT / 0 ABORT), value (version 0, coordinator
-/// epoch 0).
-fn marker(producer: (i64, i16), commit: bool) -> BytesMut {
-    let r = Record {
-        transactional: true,
-        control: true,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: producer.0,
-        producer_epoch: producer.1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: Some(Bytes::from_static(if commit {
-            &[0, 0, 0, 1]
-        } else {
-            &[0, 0, 0, 0]
-        })),
-        value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [r].iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf
-}
-
 /// With the binary stopped: opens its data dir in this process, appends the markers
 /// (producer, commit) to the group's `__consumer_offsets` partition and tells the group
 /// coordinator, as the transaction coordinator's marker path does; answers what OffsetFetch
@@ -263,8 +225,8 @@ fn write_markers(dir: &std::path::Path, markers: &[((i64, i16), bool)]) -> Vec<(
             sluice::group::records::partition_for(GROUP, offsets.partition_count as i32);
         let p = Arc::clone(offsets.partition(partition).unwrap());
         for &(producer, commit) in markers {
-            let mut b = marker(producer, commit);
-            p.append_as_leader(&mut b, None, i32::MAX as usize).unwrap();
+            p.append_marker(producer.0, producer.1, 0, commit, None)
+                .unwrap();
             broker
                 .groups
                 .complete_txn(partition, producer.0, commit)

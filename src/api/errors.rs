@@ -82,6 +82,10 @@ fn producer_error_code(e: &ProducerError) -> i16 {
     match e {
         ProducerError::InvalidEpoch(_) => E::InvalidProducerEpoch.code(),
         ProducerError::OutOfOrderSequence(_) => E::OutOfOrderSequenceNumber.code(),
-        ProducerError::InvalidSequence(_) => E::InvalidRecord.code(),
+        ProducerError::InvalidSequence(_) | ProducerError::InvalidRecord(_) => {
+            E::InvalidRecord.code()
+        }
+        ProducerError::InvalidTxnState(_) => E::InvalidTxnState.code(),
+        ProducerError::CoordinatorFenced(_) => E::TransactionCoordinatorFenced.code(),
     }
 }

@@ -363,7 +363,7 @@ fn read_all(
         {
             out.preferred_read_replica = w.preferred_read_replica;
             out.high_watermark = p.high_watermark();
-            out.last_stable_offset = out.high_watermark;
+            out.last_stable_offset = p.last_stable_offset();
             out.log_start_offset = p.log_start_offset();
             outs.push(out);
             continue;
@@ -380,7 +380,7 @@ fn read_all(
         match p {
             Ok((p, (slice, diverging))) => {
                 out.high_watermark = p.high_watermark();
-                out.last_stable_offset = out.high_watermark;
+                out.last_stable_offset = p.last_stable_offset();
                 out.log_start_offset = p.log_start_offset();
                 out.diverging_epoch = diverging;
                 if let Some(file) = slice.file

@@ -18,7 +18,7 @@ use uuid::Uuid;
 mod meta_files;
 mod topic_configs;
 
-pub use meta_files::stored_cluster_id;
+pub use meta_files::{claim_controller_dirs, stored_cluster_id};
 use meta_files::{load_meta_properties, write_partition_metadata};
 
 use super::checkpoints::LogDirCheckpoints;

@@ -113,11 +113,8 @@ pub(super) fn parse(
             }
         }
     }
-    if !roles.broker {
-        return Err(p.err(
-            "process.roles",
-            "a controller-only node: not supported by Sluice yet (use broker,controller)",
-        ));
+    if !roles.broker && !roles.controller {
+        return Err(p.err("process.roles", "no role given (broker, controller)"));
     }
     if p.is_set("controller.quorum.bootstrap.servers") && !p.is_set("controller.quorum.voters") {
         return Err(p.err(
@@ -181,13 +178,24 @@ pub(super) fn parse(
             ));
         }
     }
-    if listeners.is_empty() {
+    if roles.broker && listeners.is_empty() {
         return Err(p.err(
             "listeners",
             "a broker needs a listener besides the controller's",
         ));
     }
-    let inter_broker_listener = if p.is_set("inter.broker.listener.name") {
+    if !roles.broker && !listeners.is_empty() {
+        return Err(p.err(
+            "listeners",
+            format!(
+                "a controller-only node listens on its controller listener ({}) only",
+                names.join(",")
+            ),
+        ));
+    }
+    let inter_broker_listener = if !roles.broker {
+        String::new()
+    } else if p.is_set("inter.broker.listener.name") {
         let n = p
             .get("inter.broker.listener.name")
             .trim()

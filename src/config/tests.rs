@@ -94,12 +94,11 @@ fn keys_without_effect_are_accepted_and_listed() {
 
 #[test]
 fn missing_features_stop_start_up_and_say_which() {
-    let e = err(file("num.partitions=1\nprocess.roles=controller\n"));
+    let e = err(file("num.partitions=1\nprocess.roles=,\n"));
     assert!(
-        e.starts_with("conf/s.properties:2: process.roles: a controller-only node"),
+        e.starts_with("conf/s.properties:2: process.roles: no role given"),
         "{e}"
     );
-    assert!(e.ends_with("(use broker,controller)"), "{e}");
     let e = err(file("listeners=SSL://:9093\n"));
     assert!(e.contains("listener SSL uses SSL: TLS and SASL"), "{e}");
     let e = err(file(
@@ -309,4 +308,32 @@ fn kraft_settings_that_cannot_work_stop_start_up() {
         e.contains("only org.apache.kafka.common.replica.RackAwareReplicaSelector"),
         "{e}"
     );
+}
+
+#[test]
+fn a_controller_only_node_listens_on_its_controller_listener_alone() {
+    let c = cluster_node(&[
+        ("process.roles", "controller"),
+        ("listeners", "CONTROLLER://127.0.0.1:9302"),
+    ])
+    .unwrap();
+    let cc = c.cluster.as_ref().unwrap();
+    assert!(cc.roles.controller && !cc.roles.broker);
+    assert!(c.listeners.is_empty());
+    assert_eq!(cc.controller_listener.as_ref().unwrap().port, 9302);
+    let e = err(cluster_node(&[("process.roles", "controller")]));
+    assert!(
+        e.contains("a controller-only node listens on its controller listener (CONTROLLER) only"),
+        "{e}"
+    );
+    // A broker-only node is no voter and needs no controller listener.
+    let c = cluster_node(&[
+        ("process.roles", "broker"),
+        ("node.id", "4"),
+        ("listeners", "PLAINTEXT://127.0.0.1:9204"),
+    ])
+    .unwrap();
+    let cc = c.cluster.as_ref().unwrap();
+    assert!(cc.roles.broker && !cc.roles.controller);
+    assert!(cc.controller_listener.is_none());
 }

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use tracing::{info, warn};
 
@@ -237,21 +237,6 @@ fn replay_topic(topic: &TopicInfo, mut f: impl FnMut(Entry)) -> anyhow::Result<(
     Ok(())
 }
 
-/// The marker a control record's key holds: version (0), then type (0 ABORT, 1 COMMIT).
-/// None for other control records.
-fn marker_type(key: Option<&Bytes>) -> Option<bool> {
-    let mut k = key?.clone();
-    if k.remaining() < 4 {
-        return None;
-    }
-    let _version = k.get_i16();
-    match k.get_i16() {
-        0 => Some(false),
-        1 => Some(true),
-        _ => None,
-    }
-}
-
 /// Calls `f` for every record with a key and every transaction marker of `p`, from its log
 /// start to its high watermark.
 pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Result<()> {
@@ -277,6 +262,18 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
             if h.next_offset() <= p.log_start_offset() {
                 continue;
             }
+            if h.is_control() {
+                match crate::log::control::parse_end_txn_marker(&whole) {
+                    Ok(Some(m)) => f(Entry::Marker {
+                        partition: p.index,
+                        producer_id: h.producer_id,
+                        commit: m.commit,
+                    }),
+                    Ok(None) => {}
+                    Err(e) => warn!("{TOPIC}-{}: unreadable control batch: {e}", p.index),
+                }
+                continue;
+            }
             if h.compression() != Some(crate::log::Compression::None) {
                 warn!("{TOPIC}-{}: skipping a compressed batch", p.index);
                 continue;
@@ -291,15 +288,7 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
             };
             let producer = h.is_transactional().then_some(h.producer_id);
             for r in set.records {
-                if h.is_control() {
-                    if let Some(commit) = marker_type(r.key.as_ref()) {
-                        f(Entry::Marker {
-                            partition: p.index,
-                            producer_id: h.producer_id,
-                            commit,
-                        });
-                    }
-                } else if let Some(key) = r.key {
+                if let Some(key) = r.key {
                     f(Entry::Record {
                         partition: p.index,
                         offset: r.offset,
@@ -404,20 +393,5 @@ mod tests {
         let l = r.finish();
         assert_eq!(committed(&l, "g", 0), None);
         assert_eq!(committed(&l, "g", 1), Some(12));
-    }
-
-    #[test]
-    fn marker_keys() {
-        assert_eq!(
-            marker_type(Some(&Bytes::from_static(&[0, 0, 0, 1]))),
-            Some(true)
-        );
-        assert_eq!(
-            marker_type(Some(&Bytes::from_static(&[0, 0, 0, 0]))),
-            Some(false)
-        );
-        assert_eq!(marker_type(Some(&Bytes::from_static(&[0, 0, 0, 5]))), None);
-        assert_eq!(marker_type(Some(&Bytes::from_static(&[0, 0]))), None);
-        assert_eq!(marker_type(None), None);
     }
 }

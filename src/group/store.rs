@@ -215,7 +215,7 @@ impl OffsetsLog for TopicLog {
             let Some(p) = topic.partition(partition) else {
                 return Err(ResponseError::NotCoordinator.code());
             };
-            match p.append_as_coordinator(&mut buf, 1) {
+            match p.append_as_coordinator(&mut buf, i32::MAX as usize, 1) {
                 Ok(a) => Ok(Appended {
                     partition,
                     base_offset: a.info.first_offset,
@@ -226,15 +226,20 @@ impl OffsetsLog for TopicLog {
     }
 }
 
-/// The answer to a write the partition refused: a fenced producer epoch as it is
-/// (INVALID_PRODUCER_EPOCH), the rest as Kafka's coordinator maps append errors
-/// (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR once not the leader).
+/// The answer to a write the partition refused: the producer checks of a transactional
+/// write as they are (INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE), the rest
+/// as Kafka's coordinator maps append errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR once
+/// not the leader).
 fn refused(group: &str, partition: i32, e: PartitionError) -> i16 {
     match e {
         PartitionError::NotLeader => ResponseError::NotCoordinator.code(),
         PartitionError::Producer(ProducerError::InvalidEpoch(m)) => {
             info!(group, partition, "{TOPIC} write fenced: {m}");
             ResponseError::InvalidProducerEpoch.code()
+        }
+        PartitionError::Producer(ProducerError::InvalidTxnState(m)) => {
+            info!(group, partition, "{TOPIC} write refused: {m}");
+            ResponseError::InvalidTxnState.code()
         }
         e @ PartitionError::NotEnoughReplicas { .. } => {
             info!(group, partition, "{TOPIC} write refused: {e:?}");
@@ -271,7 +276,7 @@ async fn append_committed(
         return Err(not_coordinator);
     }
     let appended = p
-        .append_as_coordinator(batch, -1)
+        .append_as_coordinator(batch, i32::MAX as usize, -1)
         .map_err(|e| refused(group, at.partition, e))?;
     if appended.leader_epoch != at.epoch {
         // Led again in a newer epoch since the check: this coordinator's state is stale.

@@ -355,6 +355,42 @@ pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) -> u32 {
     crc
 }
 
+/// The header fields of a batch built here (base offset 0 and leader epoch -1 until the log
+/// patches them at append).
+#[derive(Debug, Clone, Copy)]
+pub struct NewBatch {
+    pub attributes: i16,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+/// A whole v2 batch around an encoded records section (offset deltas 0..record_count), with
+/// its CRC.
+pub fn build_batch(h: &NewBatch, records: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HEADER_SIZE + records.len());
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&((HEADER_SIZE - LOG_OVERHEAD + records.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.push(MAGIC_V2 as u8);
+    b.extend_from_slice(&0u32.to_be_bytes());
+    b.extend_from_slice(&h.attributes.to_be_bytes());
+    b.extend_from_slice(&(h.record_count - 1).to_be_bytes());
+    b.extend_from_slice(&h.base_timestamp.to_be_bytes());
+    b.extend_from_slice(&h.max_timestamp.to_be_bytes());
+    b.extend_from_slice(&h.producer_id.to_be_bytes());
+    b.extend_from_slice(&h.producer_epoch.to_be_bytes());
+    b.extend_from_slice(&h.base_sequence.to_be_bytes());
+    b.extend_from_slice(&h.record_count.to_be_bytes());
+    b.extend_from_slice(records);
+    let crc = compute_crc(&b);
+    b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
 /// Offset and timestamp of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordInfo {
@@ -362,14 +398,27 @@ pub struct RecordInfo {
     pub timestamp: i64,
 }
 
-/// Zigzag varint cursor over a byte slice.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
+/// Appends `v` as a zigzag varint (records' lengths, deltas and field sizes).
+pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        if z < 0x80 {
+            out.push(z as u8);
+            return;
+        }
+        out.push((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
 }
 
-impl Cursor<'_> {
-    fn varlong(&mut self, max_bytes: usize) -> Option<i64> {
+/// Zigzag varint cursor over a byte slice.
+pub(crate) struct Cursor<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn varlong(&mut self, max_bytes: usize) -> Option<i64> {
         let mut value: u64 = 0;
         for i in 0..max_bytes {
             let b = *self.buf.get(self.pos)?;
@@ -381,7 +430,7 @@ impl Cursor<'_> {
         }
         None
     }
-    fn varint(&mut self) -> Option<i32> {
+    pub(crate) fn varint(&mut self) -> Option<i32> {
         let v = self.varlong(5)?;
         i32::try_from(v).ok()
     }
@@ -395,14 +444,22 @@ impl Cursor<'_> {
     }
     /// Skips a varint-length-prefixed byte field (-1 = null).
     fn skip_bytes_field(&mut self) -> Option<()> {
+        self.bytes_field().map(|_| ())
+    }
+    /// Reads a varint-length-prefixed byte field: `Some(None)` for null (-1).
+    pub(crate) fn bytes_field(&mut self) -> Option<Option<&'a [u8]>> {
         let len = self.varint()?;
         if len < -1 {
             return None;
         }
-        if len > 0 && !self.advance(len as usize) {
+        if len <= 0 {
+            return Some((len == 0).then_some(&[][..]));
+        }
+        let start = self.pos;
+        if !self.advance(len as usize) {
             return None;
         }
-        Some(())
+        Some(Some(&self.buf[start..self.pos]))
     }
 }
 
@@ -521,20 +578,9 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<RecordInfo>, BatchError> {
 /// Builders of real v2 batches for tests.
 #[cfg(test)]
 pub(crate) mod test_support {
+    pub use super::put_varlong;
     use super::*;
     use std::io::Write;
-
-    pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        loop {
-            if z < 0x80 {
-                out.push(z as u8);
-                return;
-            }
-            out.push((z as u8 & 0x7f) | 0x80);
-            z >>= 7;
-        }
-    }
 
     /// One record to encode: (timestamp delta, value).
     pub struct Rec<'a> {
@@ -567,24 +613,18 @@ pub(crate) mod test_support {
         count: i32,
         payload: &[u8],
     ) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER_SIZE + payload.len());
-        b.extend_from_slice(&0i64.to_be_bytes());
-        b.extend_from_slice(&((HEADER_SIZE - LOG_OVERHEAD + payload.len()) as i32).to_be_bytes());
-        b.extend_from_slice(&(-1i32).to_be_bytes());
-        b.push(MAGIC_V2 as u8);
-        b.extend_from_slice(&0u32.to_be_bytes());
-        b.extend_from_slice(&(codec.id() as i16).to_be_bytes());
-        b.extend_from_slice(&(count - 1).to_be_bytes());
-        b.extend_from_slice(&base_ts.to_be_bytes());
-        b.extend_from_slice(&max_ts.to_be_bytes());
-        b.extend_from_slice(&(-1i64).to_be_bytes());
-        b.extend_from_slice(&(-1i16).to_be_bytes());
-        b.extend_from_slice(&(-1i32).to_be_bytes());
-        b.extend_from_slice(&count.to_be_bytes());
-        b.extend_from_slice(payload);
-        let crc = compute_crc(&b);
-        b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
-        b
+        build_batch(
+            &NewBatch {
+                attributes: codec.id() as i16,
+                base_timestamp: base_ts,
+                max_timestamp: max_ts,
+                producer_id: -1,
+                producer_epoch: -1,
+                base_sequence: -1,
+                record_count: count,
+            },
+            payload,
+        )
     }
 
     fn compress(codec: Compression, raw: &[u8]) -> Vec<u8> {
@@ -648,6 +688,16 @@ pub(crate) mod test_support {
         b[43..51].copy_from_slice(&pid.to_be_bytes());
         b[51..53].copy_from_slice(&epoch.to_be_bytes());
         b[53..57].copy_from_slice(&seq.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    /// [`idempotent_batch`] with the transactional attribute.
+    pub fn transactional_batch(n: usize, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+        let mut b = idempotent_batch(n, pid, epoch, seq);
+        let attributes = be_i16(&b, ATTRIBUTES_OFF) | TRANSACTIONAL_FLAG;
+        b[ATTRIBUTES_OFF..ATTRIBUTES_OFF + 2].copy_from_slice(&attributes.to_be_bytes());
         let crc = compute_crc(&b);
         b[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_be_bytes());
         b

@@ -22,7 +22,7 @@
 //! rolls past them, so after a crash only the last needs validating.
 //!
 //! Modules: [`batch`] (header parsing, validation, patching, record decode),
-//! [`compression`], [`offset_index`], [`time_index`], [`segment`],
+//! [`compression`], [`control`] (transaction markers), [`offset_index`], [`time_index`], [`segment`],
 //! [`partition_log`] (the [`Log`] type), [`leader_epoch`] (the leader epoch cache and its
 //! checkpoint), [`checkpoint`] (the per-log-dir offset checkpoint files).
 //!
@@ -33,6 +33,7 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod compression;
+pub mod control;
 pub mod dir_lock;
 pub mod index_file;
 pub mod leader_epoch;
@@ -43,6 +44,7 @@ pub mod time_index;
 
 pub use batch::{BatchError, BatchHeader, RecordInfo, validate_for_append};
 pub use compression::Compression;
+pub use control::EndTxnMarker;
 pub use dir_lock::DirLock;
 pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, ReadSlice, now_ms};
 pub use segment::Segment;

@@ -1,5 +1,5 @@
-//! Producers: producer id allocation and per-partition producer state (idempotence).
-//! Transactions will live here too.
+//! Producers: producer id allocation and per-partition producer state (idempotence and
+//! transactions).
 //!
 //! * [`ProducerIdManager`] (owned by the broker) hands out producer ids from blocks reserved in
 //!   `<first log dir>/sluice-producer-ids`, so ids stay unique across restarts.
@@ -9,13 +9,20 @@
 //!   a retry of a batch already written (answered with the original offsets, not appended), or
 //!   out of order / fenced, following Kafka 4's ProducerStateManager rules. It is rebuilt from
 //!   the log at start-up, starting at the newest `<offset>.snapshot` file in the partition
-//!   directory (written at each segment roll and at clean shutdown).
+//!   directory (written at each segment roll and at clean shutdown; `snapshot.rs`).
+//!   It also tracks each producer's ongoing transaction on the partition, opened by its
+//!   first transactional batch and ended by a COMMIT or ABORT marker.
+//! * `txn.rs`: markers to append, completed transactions, and [`StableOffsets`], from which
+//!   the partition's last stable offset is computed.
 //!
 //! Like `log/`, nothing here knows the wire protocol: callers map [`ProducerError`] to error
 //! codes.
 
 pub mod id_manager;
+mod snapshot;
 pub mod state;
+pub mod txn;
 
 pub use id_manager::ProducerIdManager;
-pub use state::{BatchMeta, ProducerError, ProducerState};
+pub use state::{AppendOrigin, BatchMeta, ProducerError, ProducerState};
+pub use txn::{CompletedTxn, StableOffsets, TxnMarker};

@@ -1,7 +1,9 @@
-//! Per-partition producer state: for each producer id, its epoch and the sequence ranges and
-//! offsets of its last [`MAX_CACHED_BATCHES`] batches.
+//! Per-partition producer state: for each producer id, its epoch, the sequence ranges and
+//! offsets of its last [`MAX_CACHED_BATCHES`] batches, the epoch of the last transaction
+//! coordinator that wrote a marker for it, and the first offset of its ongoing transaction.
 //!
-//! Rules (Kafka 4's ProducerStateManager / ProducerAppendInfo, for appends from clients):
+//! Rules (Kafka 4's ProducerStateManager / ProducerAppendInfo), for appends from clients:
+//! * a client may not write control batches (INVALID_RECORD);
 //! * a batch with a producer id must have a base sequence >= 0;
 //! * a batch whose epoch and sequence range equal a cached batch is a duplicate: nothing of
 //!   the request is appended and the cached offsets are returned;
@@ -10,38 +12,39 @@
 //! * within an epoch, the base sequence must follow the last one (wrapping after i32::MAX),
 //!   otherwise `OutOfOrderSequence`;
 //! * an unknown producer (never seen, or its state expired after `producer.id.expiration.ms`)
-//!   is accepted at any sequence.
+//!   is accepted at any sequence;
+//! * a non-transactional batch from a producer with an ongoing transaction is
+//!   `InvalidTxnState`.
 //!
-//! A coordinator writing its own records (the group coordinator's transactional offset
-//! commits, Kafka's `AppendOrigin.COORDINATOR`) is checked for the epoch only: its batches
-//! carry the producer's id and epoch but no sequence of the producer's.
+//! Appends by a coordinator (transactional offset commits) are checked for the epoch and the
+//! transaction state only: they carry no sequence numbers.
 //!
-//! Replaying the log (recovery) applies batches without these checks.
+//! Transactions: a transactional batch (attribute 0x10) opens the producer's transaction at
+//! its base offset unless one is ongoing; the producer's next COMMIT or ABORT marker
+//! ([`crate::log::control`]) ends it ([`CompletedTxn`]). A marker is refused when its producer
+//! epoch is below the current one (with transaction version 2: not above it, unless it
+//! repeats the marker that already ended the transaction) or its coordinator epoch is below
+//! the last one seen; otherwise it sets both epochs (a new producer epoch forgets the cached
+//! batches).
 //!
-//! Snapshot file `<offset, 20 digits>.snapshot` = the state after every batch below `offset`.
-//! Layout (big-endian): `"SLPS"`, version u16 (1), CRC-32C u32 of everything after it,
-//! producer count u32, then per producer: id i64, epoch i16, last timestamp i64, batch count u8,
-//! and per batch: first seq i32, last seq i32, first offset i64, last offset i64, timestamp i64.
-//! (Kafka's own snapshot keeps only the last batch per producer; this keeps all five so that
-//! every in-flight retry is still recognised after a restart.)
+//! Replaying the log (recovery, follower appends) applies batches without these checks.
 
-use std::collections::{HashMap, VecDeque};
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
+use super::snapshot;
+use super::txn::{CompletedTxn, TxnMarker};
+use crate::log::control::{EndTxnMarker, parse_end_txn_marker};
 use crate::log::{BatchHeader, Log};
+
+pub use super::snapshot::{SNAPSHOT_SUFFIX, SNAPSHOTS_KEPT, snapshot_path};
 
 /// Batches remembered per producer (the client's max.in.flight.requests.per.connection limit
 /// for idempotence).
 pub const MAX_CACHED_BATCHES: usize = 5;
-/// Snapshot files kept per partition.
-pub const SNAPSHOTS_KEPT: usize = 3;
-pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
-const MAGIC: &[u8; 4] = b"SLPS";
-const VERSION: u16 = 1;
 const NO_EPOCH: i16 = -1;
 const NO_SEQUENCE: i32 = -1;
 
@@ -57,15 +60,36 @@ pub struct BatchMeta {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    epoch: i16,
-    batches: VecDeque<BatchMeta>,
-    last_timestamp: i64,
+pub(crate) struct Entry {
+    pub(crate) epoch: i16,
+    pub(crate) batches: VecDeque<BatchMeta>,
+    pub(crate) last_timestamp: i64,
+    /// Of the last marker written for this producer (-1: none).
+    pub(crate) coordinator_epoch: i32,
+    pub(crate) current_txn_first_offset: Option<i64>,
 }
 
 impl Entry {
+    fn new(epoch: i16) -> Entry {
+        Entry {
+            epoch,
+            batches: VecDeque::with_capacity(MAX_CACHED_BATCHES),
+            last_timestamp: -1,
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+        }
+    }
+
     fn last_seq(&self) -> i32 {
         self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    /// Takes `epoch`; a different one forgets the cached batches.
+    fn set_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            self.epoch = epoch;
+            self.batches.clear();
+        }
     }
 }
 
@@ -76,11 +100,23 @@ pub struct ProducerSummary {
     pub epoch: i16,
     pub last_sequence: i32,
     pub last_timestamp: i64,
+    /// -1 if no marker was written for it.
+    pub coordinator_epoch: i32,
+    /// First offset of its ongoing transaction, -1 if none.
+    pub current_txn_start_offset: i64,
+}
+
+/// Who is appending: a client (every rule) or a coordinator writing its own records
+/// (epoch and transaction state only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    Client,
+    Coordinator,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProducerError {
-    /// The batch's epoch is older than the producer's current epoch.
+    /// The batch's (or marker's) epoch is older than the producer's current epoch.
     #[error("{0}")]
     InvalidEpoch(String),
     /// A gap (or a rewind) in the producer's sequence numbers.
@@ -89,6 +125,15 @@ pub enum ProducerError {
     /// A batch with a producer id but no sequence number.
     #[error("{0}")]
     InvalidSequence(String),
+    /// A batch a client may not write (a control batch).
+    #[error("{0}")]
+    InvalidRecord(String),
+    /// A non-transactional write from a producer in a transaction.
+    #[error("{0}")]
+    InvalidTxnState(String),
+    /// A marker from a coordinator older than the last one seen for the producer.
+    #[error("{0}")]
+    CoordinatorFenced(String),
 }
 
 /// Sequence `seq + delta`, wrapping to 0 after i32::MAX as the clients do.
@@ -108,24 +153,31 @@ fn in_sequence(last: i32, next: i32) -> bool {
     next as i64 == last as i64 + 1 || (next == 0 && last == i32::MAX)
 }
 
-fn idempotent(h: &BatchHeader) -> bool {
-    h.producer_id >= 0 && !h.is_control()
+/// A client batch's sequence against the producer's current epoch and last sequence.
+fn check_sequence(
+    pid: i64,
+    h: &BatchHeader,
+    cur_epoch: i16,
+    cur_last: i32,
+) -> Result<(), ProducerError> {
+    if h.producer_epoch != cur_epoch {
+        if h.base_sequence != 0 && cur_epoch != NO_EPOCH {
+            return Err(ProducerError::OutOfOrderSequence(format!(
+                "Invalid sequence number for new epoch of producer {pid}: {} (request epoch), {} (seq. number), {cur_epoch} (current producer epoch)",
+                h.producer_epoch, h.base_sequence
+            )));
+        }
+    } else if cur_epoch != NO_EPOCH && !in_sequence(cur_last, h.base_sequence) {
+        return Err(ProducerError::OutOfOrderSequence(format!(
+            "Out of order sequence number for producer {pid}: {} (incoming seq. number), {cur_last} (current end sequence number)",
+            h.base_sequence
+        )));
+    }
+    Ok(())
 }
 
-pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
-    dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
-}
-
-/// Who appends: a producing client (every rule above) or a coordinator writing its own
-/// records (the epoch rule only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AppendOrigin {
-    Client,
-    Coordinator,
-}
-
-/// [`ProducerState::check`] (or, for a coordinator, [`ProducerState::check_epochs`]) on a raw
-/// record set. A record set that does not parse is left to the log's validation (`Ok(None)`).
+/// [`ProducerState::check`] on a raw record set. A record set that does not parse is left to
+/// the log's validation (`Ok(None)`).
 pub fn check_append(
     state: &ProducerState,
     records: &[u8],
@@ -138,15 +190,18 @@ pub fn check_append(
             Err(_) => return Ok(None),
         }
     }
-    match origin {
-        AppendOrigin::Client => state.check(&headers),
-        AppendOrigin::Coordinator => state.check_epochs(&headers).map(|()| None),
-    }
+    state.check(&headers, origin)
 }
+
+/// A request's earlier batches' effect on a producer: (id, epoch, last sequence, in a
+/// transaction).
+type Pending = (i64, i16, i32, bool);
 
 pub struct ProducerState {
     dir: PathBuf,
     producers: HashMap<i64, Entry>,
+    /// Ongoing transactions: first offset -> producer id.
+    ongoing: BTreeMap<i64, i64>,
 }
 
 impl ProducerState {
@@ -155,14 +210,27 @@ impl ProducerState {
         ProducerState {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
+            ongoing: BTreeMap::new(),
+        }
+    }
+
+    fn with_producers(dir: &Path, producers: HashMap<i64, Entry>) -> ProducerState {
+        let ongoing = producers
+            .iter()
+            .filter_map(|(id, e)| e.current_txn_first_offset.map(|f| (f, *id)))
+            .collect();
+        ProducerState {
+            dir: dir.to_path_buf(),
+            producers,
+            ongoing,
         }
     }
 
     /// Forgets every producer and deletes every snapshot in `dir`: the log there was emptied
     /// and restarts past everything it held (a follower behind its leader's log start).
     pub fn reset(dir: &Path) -> io::Result<ProducerState> {
-        for off in list_snapshots(dir)? {
-            remove_if_exists(&snapshot_path(dir, off))?;
+        for off in snapshot::list_snapshots(dir)? {
+            snapshot::remove_if_exists(&snapshot_path(dir, off))?;
         }
         Ok(ProducerState::new(dir))
     }
@@ -170,42 +238,57 @@ impl ProducerState {
     /// Rebuilds the state of `log`: the newest readable snapshot at or below the log end
     /// offset (newer ones are stale after a truncation and are deleted), then every batch
     /// from there to the log end. Writes a snapshot at the log end if anything was replayed.
-    pub fn load(log: &Log) -> io::Result<ProducerState> {
+    /// Also returns the transactions the replayed markers completed (their aborted ones belong
+    /// in the transaction index).
+    pub fn load(log: &Log) -> io::Result<(ProducerState, Vec<CompletedTxn>)> {
         let dir = log.dir();
         let leo = log.log_end_offset();
         let mut st = ProducerState::new(dir);
         let mut from = log.log_start_offset();
         let mut found = None;
-        for off in list_snapshots(dir)?.into_iter().rev() {
+        for off in snapshot::list_snapshots(dir)?.into_iter().rev() {
             let path = snapshot_path(dir, off);
             if off > leo {
                 info!(file = %path.display(), "removing snapshot beyond the log end");
-                remove_if_exists(&path)?;
+                snapshot::remove_if_exists(&path)?;
                 continue;
             }
             if found.is_some() {
                 continue;
             }
-            match read_snapshot(&path) {
+            match snapshot::read(&path) {
                 Ok(producers) => {
-                    st.producers = producers;
+                    st = ProducerState::with_producers(dir, producers);
                     from = from.max(off);
                     found = Some(off);
                 }
                 Err(e) => {
                     warn!(file = %path.display(), "unreadable producer snapshot ({e}); removing it");
-                    remove_if_exists(&path)?;
+                    snapshot::remove_if_exists(&path)?;
                 }
             }
         }
         let mut replayed = 0u64;
+        let mut completed = Vec::new();
+        let mut failed = None;
         if from < leo {
             log.scan_headers_from(from, |h| {
-                if h.base_offset >= from {
-                    st.apply(h);
-                    replayed += 1;
+                if h.base_offset < from || failed.is_some() {
+                    return;
                 }
+                let marker = match marker_of(dir, h, || log.read_batch(h)) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        failed = Some(e);
+                        return;
+                    }
+                };
+                completed.extend(st.apply(h, marker));
+                replayed += 1;
             })?;
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         if found != Some(leo) && (replayed > 0 || !st.producers.is_empty()) {
             st.take_snapshot(leo)?;
@@ -213,21 +296,36 @@ impl ProducerState {
         if replayed > 0 {
             info!(dir = %dir.display(), snapshot = ?found, replayed, producers = st.producers.len(), "rebuilt producer state");
         }
-        Ok(st)
+        Ok((st, completed))
     }
 
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
     }
 
-    /// Checks the batches of one client append (headers as received). `Ok(Some(meta))`: the
+    /// Checks the batches of one append (headers as received). `Ok(Some(meta))`: the
     /// request repeats the cached batch `meta` and must not be appended. `Ok(None)`: append.
-    pub fn check(&self, batches: &[BatchHeader]) -> Result<Option<BatchMeta>, ProducerError> {
-        // What this request's earlier batches did to each producer: (epoch, last sequence).
-        let mut pending: Vec<(i64, i16, i32)> = Vec::new();
-        for h in batches.iter().filter(|h| idempotent(h)) {
+    pub fn check(
+        &self,
+        batches: &[BatchHeader],
+        origin: AppendOrigin,
+    ) -> Result<Option<BatchMeta>, ProducerError> {
+        let client = origin == AppendOrigin::Client;
+        let mut pending: Vec<Pending> = Vec::new();
+        for h in batches
+            .iter()
+            .filter(|h| h.producer_id >= 0 || h.is_control())
+        {
             let pid = h.producer_id;
-            if h.base_sequence < 0 {
+            if h.is_control() {
+                if client {
+                    return Err(ProducerError::InvalidRecord(
+                        "Clients are not allowed to write control records".into(),
+                    ));
+                }
+                continue;
+            }
+            if client && h.base_sequence < 0 {
                 return Err(ProducerError::InvalidSequence(format!(
                     "Invalid sequence number {} in record batch with producerId {pid}",
                     h.base_sequence
@@ -235,7 +333,8 @@ impl ProducerState {
             }
             let last_seq = last_seq_of(h);
             let entry = self.producers.get(&pid);
-            if let Some(e) = entry
+            if client
+                && let Some(e) = entry
                 && e.epoch == h.producer_epoch
                 && let Some(b) = e
                     .batches
@@ -244,9 +343,11 @@ impl ProducerState {
             {
                 return Ok(Some(*b));
             }
-            let (cur_epoch, cur_last) = match pending.iter().rev().find(|p| p.0 == pid) {
-                Some(&(_, e, s)) => (e, s),
-                None => entry.map_or((NO_EPOCH, NO_SEQUENCE), |e| (e.epoch, e.last_seq())),
+            let (cur_epoch, cur_last, in_txn) = match pending.iter().rev().find(|p| p.0 == pid) {
+                Some(&(_, e, s, t)) => (e, s, t),
+                None => entry.map_or((NO_EPOCH, NO_SEQUENCE, false), |e| {
+                    (e.epoch, e.last_seq(), e.current_txn_first_offset.is_some())
+                }),
             };
             if h.producer_epoch < cur_epoch {
                 return Err(ProducerError::InvalidEpoch(format!(
@@ -254,63 +355,120 @@ impl ProducerState {
                     h.producer_epoch
                 )));
             }
-            if h.producer_epoch != cur_epoch {
-                if h.base_sequence != 0 && cur_epoch != NO_EPOCH {
-                    return Err(ProducerError::OutOfOrderSequence(format!(
-                        "Invalid sequence number for new epoch of producer {pid}: {} (request epoch), {} (seq. number), {cur_epoch} (current producer epoch)",
-                        h.producer_epoch, h.base_sequence
-                    )));
-                }
-            } else if cur_epoch != NO_EPOCH && !in_sequence(cur_last, h.base_sequence) {
-                return Err(ProducerError::OutOfOrderSequence(format!(
-                    "Out of order sequence number for producer {pid}: {} (incoming seq. number), {cur_last} (current end sequence number)",
-                    h.base_sequence
+            if client {
+                check_sequence(pid, h, cur_epoch, cur_last)?;
+            }
+            if in_txn && !h.is_transactional() {
+                return Err(ProducerError::InvalidTxnState(format!(
+                    "Expected transactional write from producer {pid}"
                 )));
             }
-            pending.push((pid, h.producer_epoch, last_seq));
+            pending.push((
+                pid,
+                h.producer_epoch,
+                last_seq,
+                in_txn || h.is_transactional(),
+            ));
         }
         Ok(None)
     }
 
-    /// Checks a coordinator's batches: only that no producer's epoch goes back.
-    pub fn check_epochs(&self, batches: &[BatchHeader]) -> Result<(), ProducerError> {
-        for h in batches.iter().filter(|h| idempotent(h)) {
-            let pid = h.producer_id;
-            if let Some(e) = self.producers.get(&pid)
-                && h.producer_epoch < e.epoch
-            {
-                return Err(ProducerError::InvalidEpoch(format!(
-                    "Epoch of producer {pid} is {}, which is smaller than the last seen epoch {}",
-                    h.producer_epoch, e.epoch
-                )));
-            }
+    /// Checks a marker the coordinator wants appended (Kafka's `appendEndTxnMarker` checks).
+    pub fn check_marker(&self, m: &TxnMarker) -> Result<(), ProducerError> {
+        let pid = m.producer_id;
+        let entry = self.producers.get(&pid);
+        let current = entry.map_or(NO_EPOCH, |e| e.epoch);
+        let ongoing = entry.is_some_and(|e| e.current_txn_first_offset.is_some());
+        let tv2 = m.transaction_version >= 2;
+        let fenced = if tv2 {
+            m.producer_epoch <= current
+        } else {
+            m.producer_epoch < current
+        };
+        // With transaction version 2 a marker at the current epoch after the transaction
+        // ended repeats one already written (a coordinator retrying): it is written again.
+        let repeat = tv2 && m.producer_epoch == current && !ongoing;
+        if fenced && !repeat {
+            return Err(ProducerError::InvalidEpoch(format!(
+                "Epoch of producer {pid} is {}, which is {} the last seen epoch {current} (TV{})",
+                m.producer_epoch,
+                if tv2 { "<=" } else { "<" },
+                m.transaction_version
+            )));
+        }
+        if let Some(e) = entry
+            && e.coordinator_epoch > m.coordinator_epoch
+        {
+            return Err(ProducerError::CoordinatorFenced(format!(
+                "Invalid coordinator epoch for producerId {pid}: {} (zombie), {} (current)",
+                m.coordinator_epoch, e.coordinator_epoch
+            )));
         }
         Ok(())
     }
 
-    /// Records appended batches (headers with their final offsets and timestamps).
-    pub fn update(&mut self, batches: &[BatchHeader]) {
+    /// Records appended batches: `batches` are the headers as written (final offsets and
+    /// timestamps) with positions in `records`, the bytes appended (markers are read from
+    /// them). Returns the transactions the markers among them completed.
+    pub fn update(&mut self, batches: &[BatchHeader], records: &[u8]) -> Vec<CompletedTxn> {
+        let mut completed = Vec::new();
         for h in batches {
-            self.apply(h);
+            let bytes = || {
+                let start = h.position as usize;
+                records
+                    .get(start..start + h.total_size())
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| io::Error::other("batch outside the appended bytes"))
+            };
+            let marker = marker_of(&self.dir, h, bytes).unwrap_or_else(|e| {
+                warn!(dir = %self.dir.display(), offset = h.base_offset, "control batch: {e}");
+                None
+            });
+            completed.extend(self.apply(h, marker));
         }
+        completed
     }
 
-    fn apply(&mut self, h: &BatchHeader) {
-        if !idempotent(h) {
-            return;
+    fn apply(&mut self, h: &BatchHeader, marker: Option<EndTxnMarker>) -> Option<CompletedTxn> {
+        let pid = h.producer_id;
+        if pid < 0 {
+            return None;
+        }
+        if h.is_control() {
+            let m = marker?;
+            let e = self
+                .producers
+                .entry(pid)
+                .or_insert_with(|| Entry::new(h.producer_epoch));
+            e.set_epoch(h.producer_epoch);
+            e.coordinator_epoch = m.coordinator_epoch;
+            // The marker record's timestamp (its batch's only record).
+            e.last_timestamp = if h.is_log_append_time() {
+                h.max_timestamp
+            } else {
+                h.base_timestamp
+            };
+            let first = e.current_txn_first_offset.take()?;
+            // The LSO once this one is done: the oldest other undecided transaction.
+            let last_stable_offset = self
+                .ongoing
+                .iter()
+                .find(|&(_, &p)| p != pid)
+                .map_or(h.base_offset + 1, |(&f, _)| f);
+            self.ongoing.remove(&first);
+            return Some(CompletedTxn {
+                producer_id: pid,
+                first_offset: first,
+                last_offset: h.base_offset,
+                last_stable_offset,
+                aborted: !m.commit,
+            });
         }
         let e = self
             .producers
-            .entry(h.producer_id)
-            .or_insert_with(|| Entry {
-                epoch: h.producer_epoch,
-                batches: VecDeque::with_capacity(MAX_CACHED_BATCHES),
-                last_timestamp: -1,
-            });
-        if e.epoch != h.producer_epoch {
-            e.epoch = h.producer_epoch;
-            e.batches.clear();
-        }
+            .entry(pid)
+            .or_insert_with(|| Entry::new(h.producer_epoch));
+        e.set_epoch(h.producer_epoch);
         if e.batches.len() == MAX_CACHED_BATCHES {
             e.batches.pop_front();
         }
@@ -322,14 +480,34 @@ impl ProducerState {
             timestamp: h.max_timestamp,
         });
         e.last_timestamp = h.max_timestamp;
+        if h.is_transactional() && e.current_txn_first_offset.is_none() {
+            e.current_txn_first_offset = Some(h.base_offset);
+            self.ongoing.insert(h.base_offset, pid);
+        }
+        None
     }
 
-    /// Forgets producers whose last batch timestamp is `expiration_ms` or more before `now_ms`
-    /// (`producer.id.expiration.ms`). Returns how many went.
+    /// Whether `producer_id` at `producer_epoch` has a transaction ongoing here.
+    pub fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some() && e.epoch == producer_epoch)
+    }
+
+    /// First offset of the oldest ongoing transaction.
+    pub fn first_undecided_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// Forgets producers without an ongoing transaction whose last batch timestamp is
+    /// `expiration_ms` or more before `now_ms` (`producer.id.expiration.ms`). Returns how
+    /// many went.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
         before - self.producers.len()
     }
 
@@ -343,6 +521,8 @@ impl ProducerState {
                 epoch: e.epoch,
                 last_sequence: e.last_seq(),
                 last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
             })
             .collect();
         v.sort_by_key(|s| s.producer_id);
@@ -352,345 +532,26 @@ impl ProducerState {
     /// Writes `<offset>.snapshot` (the state must be that after every batch below `offset`)
     /// beside and renamed into place, then keeps only the newest [`SNAPSHOTS_KEPT`].
     pub fn take_snapshot(&self, offset: i64) -> io::Result<()> {
-        let path = snapshot_path(&self.dir, offset);
-        let tmp = path.with_extension("snapshot.tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&self.encode())?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, &path)?;
-        let all = list_snapshots(&self.dir)?;
-        if all.len() > SNAPSHOTS_KEPT {
-            for off in &all[..all.len() - SNAPSHOTS_KEPT] {
-                remove_if_exists(&snapshot_path(&self.dir, *off))?;
-            }
-        }
-        File::open(&self.dir)?.sync_all()
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let mut body = Vec::with_capacity(4 + self.producers.len() * 64);
-        body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
-        let mut ids: Vec<&i64> = self.producers.keys().collect();
-        ids.sort();
-        for id in ids {
-            let e = &self.producers[id];
-            body.extend_from_slice(&id.to_be_bytes());
-            body.extend_from_slice(&e.epoch.to_be_bytes());
-            body.extend_from_slice(&e.last_timestamp.to_be_bytes());
-            body.push(e.batches.len() as u8);
-            for b in &e.batches {
-                body.extend_from_slice(&b.first_seq.to_be_bytes());
-                body.extend_from_slice(&b.last_seq.to_be_bytes());
-                body.extend_from_slice(&b.first_offset.to_be_bytes());
-                body.extend_from_slice(&b.last_offset.to_be_bytes());
-                body.extend_from_slice(&b.timestamp.to_be_bytes());
-            }
-        }
-        let mut out = Vec::with_capacity(10 + body.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_be_bytes());
-        out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-        out.extend_from_slice(&body);
-        out
+        snapshot::write(&self.dir, offset, &self.producers)
     }
 }
 
-fn remove_if_exists(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+/// The marker a batch carries, if it is a producer's control batch (`bytes` reads it). A
+/// control batch that does not parse is logged and taken for no marker.
+fn marker_of(
+    dir: &Path,
+    h: &BatchHeader,
+    bytes: impl FnOnce() -> io::Result<Vec<u8>>,
+) -> io::Result<Option<EndTxnMarker>> {
+    if !h.is_control() || h.producer_id < 0 {
+        return Ok(None);
     }
-}
-
-/// Offsets of the snapshot files in `dir`, ascending; leftover temporary files are removed.
-fn list_snapshots(dir: &Path) -> io::Result<Vec<i64>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        if name.ends_with(".snapshot.tmp") {
-            remove_if_exists(&entry.path())?;
-        } else if let Some(stem) = name.strip_suffix(SNAPSHOT_SUFFIX)
-            && stem.len() == 20
-            && stem.bytes().all(|b| b.is_ascii_digit())
-            && let Ok(off) = stem.parse()
-        {
-            out.push(off);
-        }
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let end = self.pos + N;
-        let s = self.buf.get(self.pos..end).ok_or("truncated")?;
-        self.pos = end;
-        Ok(s.try_into().unwrap())
-    }
-    fn i64(&mut self) -> Result<i64, String> {
-        Ok(i64::from_be_bytes(self.take()?))
-    }
-    fn i32(&mut self) -> Result<i32, String> {
-        Ok(i32::from_be_bytes(self.take()?))
-    }
-    fn i16(&mut self) -> Result<i16, String> {
-        Ok(i16::from_be_bytes(self.take()?))
-    }
-}
-
-fn read_snapshot(path: &Path) -> Result<HashMap<i64, Entry>, String> {
-    let bytes = fs::read(path).map_err(|e| e.to_string())?;
-    if bytes.len() < 10 || &bytes[..4] != MAGIC {
-        return Err("not a Sluice producer snapshot".into());
-    }
-    let version = u16::from_be_bytes([bytes[4], bytes[5]]);
-    if version != VERSION {
-        return Err(format!("unknown snapshot version {version}"));
-    }
-    let crc = u32::from_be_bytes(bytes[6..10].try_into().unwrap());
-    let body = &bytes[10..];
-    if crc32c::crc32c(body) != crc {
-        return Err("CRC mismatch".into());
-    }
-    let mut r = Reader { buf: body, pos: 0 };
-    let count = u32::from_be_bytes(r.take()?) as usize;
-    let mut out = HashMap::with_capacity(count.min(body.len() / 19));
-    for _ in 0..count {
-        let id = r.i64()?;
-        let epoch = r.i16()?;
-        let last_timestamp = r.i64()?;
-        let [n] = r.take::<1>()?;
-        let mut batches = VecDeque::with_capacity(MAX_CACHED_BATCHES);
-        for _ in 0..n {
-            batches.push_back(BatchMeta {
-                first_seq: r.i32()?,
-                last_seq: r.i32()?,
-                first_offset: r.i64()?,
-                last_offset: r.i64()?,
-                timestamp: r.i64()?,
-            });
-        }
-        out.insert(
-            id,
-            Entry {
-                epoch,
-                batches,
-                last_timestamp,
-            },
-        );
-    }
-    if r.pos != body.len() {
-        return Err("trailing bytes".into());
-    }
-    Ok(out)
+    Ok(parse_end_txn_marker(&bytes()?).unwrap_or_else(|e| {
+        warn!(dir = %dir.display(), offset = h.base_offset, "unreadable control batch: {e}");
+        None
+    }))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::log::LogConfig;
-    use crate::log::batch::test_support::simple_batch;
-
-    use crate::log::batch::test_support::idempotent_batch as idem_batch;
-
-    fn header(b: &[u8]) -> BatchHeader {
-        BatchHeader::parse(b, 0).unwrap()
-    }
-
-    /// Checks and, if new, appends: Ok(first offset) / the duplicate's offset.
-    fn produce(
-        log: &mut Log,
-        st: &mut ProducerState,
-        mut b: Vec<u8>,
-    ) -> Result<(i64, bool), ProducerError> {
-        if let Some(d) = st.check(&[header(&b)])? {
-            return Ok((d.first_offset, true));
-        }
-        let info = log.append(&mut b, 0, None, 1 << 20).unwrap();
-        st.update(&info.batches);
-        Ok((info.first_offset, false))
-    }
-
-    fn cfg() -> LogConfig {
-        LogConfig {
-            segment_bytes: 1024,
-            ..LogConfig::default()
-        }
-    }
-
-    #[test]
-    fn coordinator_appends_are_checked_for_the_epoch_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut log = Log::open(dir.path(), cfg(), false).unwrap();
-        let mut st = ProducerState::new(dir.path());
-        let coordinator = |st: &ProducerState, b: &[u8]| {
-            check_append(st, b, AppendOrigin::Coordinator).map(|d| d.is_none())
-        };
-        // The coordinator writes every batch at sequence 0: the same sequences again are
-        // neither a duplicate nor out of order for it, where a client's retry would be.
-        for _ in 0..3 {
-            let mut b = idem_batch(1, 7, 2, 0);
-            assert_eq!(coordinator(&st, &b), Ok(true));
-            let info = log.append(&mut b, 0, None, 1 << 20).unwrap();
-            st.update(&info.batches);
-        }
-        let again = idem_batch(1, 7, 2, 0);
-        assert!(matches!(
-            check_append(&st, &again, AppendOrigin::Client),
-            Ok(Some(_))
-        ));
-        // A newer epoch is taken, an older one is fenced.
-        assert_eq!(coordinator(&st, &idem_batch(1, 7, 3, 0)), Ok(true));
-        assert!(matches!(
-            coordinator(&st, &idem_batch(1, 7, 1, 0)),
-            Err(ProducerError::InvalidEpoch(_))
-        ));
-        // A producer never seen is taken at any epoch.
-        assert_eq!(coordinator(&st, &idem_batch(1, 8, 0, 0)), Ok(true));
-    }
-
-    #[test]
-    fn sequence_rules() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut log = Log::open(tmp.path(), cfg(), false).unwrap();
-        let mut st = ProducerState::load(&log).unwrap();
-        // unknown producer: any first sequence is accepted
-        assert_eq!(
-            produce(&mut log, &mut st, idem_batch(3, 7, 0, 5)),
-            Ok((0, false))
-        );
-        assert_eq!(
-            produce(&mut log, &mut st, idem_batch(2, 7, 0, 8)),
-            Ok((3, false))
-        );
-        // retry of either cached batch: original offsets, nothing appended
-        assert_eq!(
-            produce(&mut log, &mut st, idem_batch(3, 7, 0, 5)),
-            Ok((0, true))
-        );
-        assert_eq!(
-            produce(&mut log, &mut st, idem_batch(2, 7, 0, 8)),
-            Ok((3, true))
-        );
-        assert_eq!(log.log_end_offset(), 5);
-        // gap, rewind, and a different range overlapping a cached one
-        for seq in [11, 9, 6] {
-            assert!(matches!(
-                produce(&mut log, &mut st, idem_batch(1, 7, 0, seq)),
-                Err(ProducerError::OutOfOrderSequence(_))
-            ));
-        }
-        // new epoch must start at 0; old epoch is fenced
-        assert!(matches!(
-            produce(&mut log, &mut st, idem_batch(1, 7, 1, 10)),
-            Err(ProducerError::OutOfOrderSequence(_))
-        ));
-        assert_eq!(
-            produce(&mut log, &mut st, idem_batch(1, 7, 1, 0)),
-            Ok((5, false))
-        );
-        assert!(matches!(
-            produce(&mut log, &mut st, idem_batch(1, 7, 0, 10)),
-            Err(ProducerError::InvalidEpoch(_))
-        ));
-        assert!(matches!(
-            produce(&mut log, &mut st, idem_batch(1, 8, 0, -1)),
-            Err(ProducerError::InvalidSequence(_))
-        ));
-        // only the last five batches are remembered
-        for i in 1..=5 {
-            produce(&mut log, &mut st, idem_batch(1, 7, 1, i)).unwrap();
-        }
-        assert!(matches!(
-            produce(&mut log, &mut st, idem_batch(1, 7, 1, 0)),
-            Err(ProducerError::OutOfOrderSequence(_))
-        ));
-        assert_eq!(
-            produce(&mut log, &mut st, idem_batch(1, 7, 1, 1)),
-            Ok((6, true))
-        );
-        // sequence wrap-around
-        let b = idem_batch(2, 9, 0, i32::MAX - 1);
-        assert_eq!(last_seq_of(&header(&b)), i32::MAX);
-        produce(&mut log, &mut st, b).unwrap();
-        assert!(
-            !produce(&mut log, &mut st, idem_batch(1, 9, 0, 0))
-                .unwrap()
-                .1
-        );
-        // non-idempotent batches are never checked
-        assert!(
-            st.check(&[header(&simple_batch(1, 1, 1))])
-                .unwrap()
-                .is_none()
-        );
-        // expiry makes the producer unknown again: any sequence accepted
-        assert_eq!(st.remove_expired(1_000 + 10, 10), 2);
-        assert!(
-            !produce(&mut log, &mut st, idem_batch(1, 7, 0, 42))
-                .unwrap()
-                .1
-        );
-    }
-
-    #[test]
-    fn snapshot_and_replay() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut log = Log::open(tmp.path(), cfg(), false).unwrap();
-        let mut st = ProducerState::load(&log).unwrap();
-        let mut offsets = Vec::new();
-        for i in 0..60 {
-            let b = idem_batch(2, 3, 0, i * 2);
-            let mut bytes = b.clone();
-            st.check(&[header(&b)]).unwrap();
-            let info = log.append(&mut bytes, 0, None, 1 << 20).unwrap();
-            if let Some(at) = info.rolled_at {
-                st.take_snapshot(at).unwrap();
-            }
-            st.update(&info.batches);
-            offsets.push(info.first_offset);
-        }
-        assert!(log.num_segments() > 3);
-        let snaps = list_snapshots(tmp.path()).unwrap();
-        assert_eq!(snaps.len(), SNAPSHOTS_KEPT);
-        // reload from the newest snapshot plus the active segment
-        let st2 = ProducerState::load(&log).unwrap();
-        assert_eq!(st2.producers, st.producers);
-        // no snapshots at all: full replay gives the same
-        assert!(snapshot_path(tmp.path(), log.log_end_offset()).exists());
-        for f in list_snapshots(tmp.path()).unwrap() {
-            fs::remove_file(snapshot_path(tmp.path(), f)).unwrap();
-        }
-        let st3 = ProducerState::load(&log).unwrap();
-        assert_eq!(st3.producers, st.producers);
-        // a corrupt newest snapshot is skipped
-        let leo = log.log_end_offset();
-        fs::write(snapshot_path(tmp.path(), leo), b"SLPS\0\x01garbage").unwrap();
-        let st4 = ProducerState::load(&log).unwrap();
-        assert_eq!(st4.producers, st.producers);
-        // a snapshot beyond the log end (after truncation) is dropped
-        st.take_snapshot(leo + 100).unwrap();
-        log.truncate_to(offsets[58]).unwrap();
-        let st5 = ProducerState::load(&log).unwrap();
-        assert!(!snapshot_path(tmp.path(), leo + 100).exists());
-        let e = &st5.producers[&3];
-        assert_eq!(e.last_seq(), 58 * 2 - 1);
-        assert_eq!(e.batches.back().unwrap().first_offset, offsets[57]);
-        assert_eq!(
-            st5.check(&[header(&idem_batch(2, 3, 0, 116))]).unwrap(),
-            None,
-            "the truncated batch may be sent again"
-        );
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

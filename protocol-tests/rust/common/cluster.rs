@@ -1,5 +1,6 @@
-//! A cluster of real `sluice` processes on loopback: each node is broker and controller
-//! (`process.roles=broker,controller`), with its own data dirs under one temporary directory.
+//! A cluster of real `sluice` processes on loopback, each with its own data dirs under one
+//! temporary directory: combined nodes (`process.roles=broker,controller`) by default, or any
+//! mix of controller-only, broker-only and combined nodes.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,7 +14,19 @@ pub struct Node {
     pub id: i32,
     pub port: u16,
     pub controller_port: u16,
+    /// `process.roles`
+    pub roles: &'static str,
     child: Option<Child>,
+}
+
+impl Node {
+    pub fn is_broker(&self) -> bool {
+        self.roles.contains("broker")
+    }
+
+    pub fn is_controller(&self) -> bool {
+        self.roles.contains("controller")
+    }
 }
 
 pub struct TestCluster {
@@ -23,8 +36,16 @@ pub struct TestCluster {
 }
 
 impl TestCluster {
-    /// Starts `n` nodes (ids 1..=n) and waits until every node lists all `n` brokers.
+    /// Starts `n` combined nodes (ids 1..=n) and waits until every node lists all `n`
+    /// brokers.
     pub fn start(n: usize, extra: &[&str]) -> TestCluster {
+        Self::start_with_roles(&vec!["broker,controller"; n], extra)
+    }
+
+    /// Starts a node with `process.roles=roles[i]` for each entry (ids 1..=n; the nodes with
+    /// the controller role are the voters) and waits until every broker lists every broker.
+    pub fn start_with_roles(roles: &[&'static str], extra: &[&str]) -> TestCluster {
+        let n = roles.len();
         let mut ports = Vec::new();
         while ports.len() < 2 * n {
             let p = free_port();
@@ -37,6 +58,7 @@ impl TestCluster {
                 id: i as i32 + 1,
                 port: ports[2 * i],
                 controller_port: ports[2 * i + 1],
+                roles: roles[i],
                 child: None,
             })
             .collect();
@@ -51,8 +73,11 @@ impl TestCluster {
         for i in 0..n {
             c.wait_ready(i);
         }
+        let brokers = c.nodes.iter().filter(|n| n.is_broker()).count();
         c.wait_for(Duration::from_secs(30), "all brokers registered", |c| {
-            (0..n).all(|i| c.metadata(i).is_some_and(|m| m.brokers.len() == n))
+            (0..n)
+                .filter(|i| c.nodes[*i].is_broker())
+                .all(|i| c.metadata(i).is_some_and(|m| m.brokers.len() == brokers))
         });
         c
     }
@@ -75,6 +100,7 @@ impl TestCluster {
         let voters: Vec<String> = self
             .nodes
             .iter()
+            .filter(|n| n.is_controller())
             .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
             .collect();
         let node = &self.nodes[i];
@@ -84,6 +110,22 @@ impl TestCluster {
             ("127.0.0.1", node.port, node.controller_port),
             &self.node_dir(i),
         );
+        // A node without both roles has only its role's listener.
+        let listeners = match (node.is_broker(), node.is_controller()) {
+            (true, false) => Some(format!("listeners=PLAINTEXT://127.0.0.1:{}", node.port)),
+            (false, true) => Some(format!(
+                "listeners=CONTROLLER://127.0.0.1:{}",
+                node.controller_port
+            )),
+            _ => None,
+        };
+        for s in settings.iter_mut() {
+            if s.starts_with("process.roles=") {
+                *s = format!("process.roles={}", node.roles);
+            } else if let Some(l) = listeners.as_ref().filter(|_| s.starts_with("listeners=")) {
+                *s = l.clone();
+            }
+        }
         // `{id}` in an extra setting is the node's id (e.g. `broker.rack=r{id}`).
         let id = node.id.to_string();
         settings.extend(self.extra.iter().map(|s| s.replace("{id}", &id)));
@@ -102,7 +144,15 @@ impl TestCluster {
 
     fn wait_ready(&self, i: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !answers_api_versions(self.nodes[i].port) {
+        let node = &self.nodes[i];
+        let ready = || {
+            if node.is_broker() {
+                answers_api_versions(node.port)
+            } else {
+                std::net::TcpStream::connect(("127.0.0.1", node.controller_port)).is_ok()
+            }
+        };
+        while !ready() {
             assert!(
                 Instant::now() < deadline,
                 "node {} did not start:\n{}",
@@ -152,7 +202,7 @@ impl TestCluster {
 
     /// Metadata of every topic as node `i` sees it; `None` if it does not answer.
     pub fn metadata(&self, i: usize) -> Option<MetadataResponse> {
-        if !self.is_up(i) {
+        if !self.is_up(i) || !self.nodes[i].is_broker() {
             return None;
         }
         let mut c = std::panic::catch_unwind(|| self.connect(i)).ok()?;

@@ -241,6 +241,18 @@ impl ActiveController {
         records
     }
 
+    /// When the first unfenced broker's session runs out (ms since the epoch), if this
+    /// controller has heard from any: the timer wakes then, so a dead broker is fenced at its
+    /// deadline rather than at the next coarse tick.
+    pub fn next_expiry(&self, img: &MetadataImage) -> Option<i64> {
+        img.brokers
+            .iter()
+            .filter(|(_, b)| !b.fenced)
+            .filter_map(|(id, _)| self.last_contact.get(id))
+            .map(|t| t + self.cfg.session_timeout_ms)
+            .min()
+    }
+
     /// Partition changes when `broker` becomes active (`true`) or inactive.
     fn elections_after(
         &self,

@@ -328,3 +328,21 @@ fn offline_partition_returns_with_its_last_isr_member() {
     let p = c.part(id, 0);
     assert_eq!((p.leader, p.isr.clone()), (second, vec![second]));
 }
+
+#[test]
+fn the_next_expiry_is_the_first_unfenced_brokers_deadline() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let start = c.now;
+    assert_eq!(c.ctl.next_expiry(&c.img), Some(start + SESSION));
+    c.now += 1_000;
+    c.heartbeat(1, false, false);
+    c.heartbeat(2, false, false);
+    // 3 is still the first to run out.
+    assert_eq!(c.ctl.next_expiry(&c.img), Some(start + SESSION));
+    c.now = start + SESSION;
+    let records = c.ctl.tick(&c.img, c.now);
+    c.commit(records);
+    assert!(!c.img.is_active(3));
+    // A fenced broker has no deadline; the others' come next.
+    assert_eq!(c.ctl.next_expiry(&c.img), Some(start + 1_000 + SESSION));
+}

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::{kafka_base64, write_atomically};
 use crate::config::BrokerConfig;
+use crate::log::DirLock;
 
 /// Kafka's `partition.metadata`: the topic id, so a directory is tied to one incarnation.
 /// Not synced: `sluice-metadata` is the record of truth, and this file is rewritten at every
@@ -90,4 +91,18 @@ pub fn stored_cluster_id(config: &BrokerConfig) -> Result<Option<String>> {
         }
     }
     Ok(None)
+}
+
+/// A controller-only node's log dirs: created, locked for the node's lifetime, and stamped
+/// with the cluster id the quorum agreed on in `meta.properties`, as Kafka's controllers keep
+/// them.
+pub fn claim_controller_dirs(config: &BrokerConfig, cluster_id: &str) -> Result<Vec<DirLock>> {
+    let mut locks = Vec::new();
+    for dir in &config.log_dirs {
+        fs::create_dir_all(dir)
+            .with_context(|| format!("log.dirs: cannot create {}", dir.display()))?;
+        locks.push(DirLock::acquire(dir)?);
+    }
+    load_meta_properties(config, Some(cluster_id))?;
+    Ok(locks)
 }

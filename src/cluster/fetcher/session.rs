@@ -156,10 +156,28 @@ impl Session {
                 }
                 continue;
             }
+            // A new assignment (a partition to follow, a new leader epoch) does not wait for
+            // the request in flight, which may be a fetch parked at the leader for up to
+            // replica.fetch.wait.max.ms: the round is abandoned, and with it the connection
+            // (its answer is still to come). No state changes while a request is in flight,
+            // so the next round asks again from the same positions.
+            let mut changes = self.assignment.clone();
             let result = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break,
-                r = self.round() => r,
+                changed = changes.changed() => match changed {
+                    Ok(()) => None,
+                    Err(_) => break,
+                },
+                r = self.round() => Some(r),
+            };
+            let Some(result) = result else {
+                tracing::debug!(
+                    leader = self.leader,
+                    "new assignment: the round in flight is abandoned"
+                );
+                self.conn = None;
+                continue;
             };
             match result {
                 Ok(()) => self.failures = 0,
@@ -588,10 +606,26 @@ fn stop(f: &mut Followed, leader: i32, why: &str) {
     f.state.go(Phase::Stopped);
 }
 
+/// The wait before asking again after `error_code`. A leader that does not know its new epoch
+/// yet (UNKNOWN_LEADER_EPOCH), or does not lead yet (NOT_LEADER_OR_FOLLOWER), is usually a
+/// few milliseconds behind this broker in applying the same metadata: it is asked again soon,
+/// so that acks=all on a new leader does not wait a whole replica.fetch.backoff.ms for its
+/// followers.
+fn retry_delay(error_code: i16, backoff: Duration) -> Duration {
+    use kafka_protocol::ResponseError as E;
+    const SOON: Duration = Duration::from_millis(20);
+    if error_code == E::UnknownLeaderEpoch.code() || error_code == E::NotLeaderOrFollower.code() {
+        backoff.min(SOON)
+    } else {
+        backoff
+    }
+}
+
 fn retry(f: &mut Followed, leader: i32, error_code: i16, now: Instant, backoff: Duration) {
     let p = &f.target.partition;
-    tracing::debug!(topic = %p.topic, partition = p.index, leader, "{}: retrying after backoff", error_name(error_code));
-    f.state.delay(now, backoff);
+    let delay = retry_delay(error_code, backoff);
+    tracing::debug!(topic = %p.topic, partition = p.index, leader, "{}: retrying in {delay:?}", error_name(error_code));
+    f.state.delay(now, delay);
 }
 
 fn error_name(code: i16) -> &'static str {

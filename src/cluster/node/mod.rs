@@ -134,6 +134,23 @@ pub async fn wait_for_cluster_id(q: &QuorumHandle) -> String {
     }
 }
 
+/// A controller-only node (`process.roles=controller`): a voter of the metadata quorum that
+/// runs the active controller's timers while it leads, and serves no clients. Returns once
+/// `stop` is cancelled and the quorum has shut down.
+pub async fn run_controller_only(q: QuorumHandle, cc: ClusterConfig, stop: CancellationToken) {
+    let rebalance = cc
+        .auto_leader_rebalance
+        .then(|| Duration::from_millis(cc.leader_imbalance_check_interval_ms));
+    let timers = tokio::spawn(q.service.clone().run_timers(
+        cc.session_timeout_ms,
+        rebalance,
+        stop.clone(),
+    ));
+    stop.cancelled().await;
+    let _ = timers.await;
+    q.quorum.shutdown().await;
+}
+
 /// A running cluster node: the quorum, this broker's registration, its replicas' roles.
 pub struct ClusterNode {
     pub config: ClusterConfig,

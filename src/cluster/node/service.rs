@@ -272,20 +272,32 @@ impl Service {
         cancel: CancellationToken,
     ) {
         let every = Duration::from_millis((session_timeout_ms / 8).clamp(50, 1000) as u64);
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_rebalance = tokio::time::Instant::now();
+        let mut wake = tokio::time::Instant::now() + every;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep_until(wake) => {}
             }
+            wake = tokio::time::Instant::now() + every;
             if self.quorum.leader() != Some(self.quorum.node_id()) {
                 continue;
             }
             let fenced = self.decide(|a, img, now| (a.tick(img, now), ())).await;
             if let Err(ServiceError::Failed(e)) = fenced {
                 warn!("controller timer: {e}");
+            }
+            // Wake again at the next session deadline if it comes before the regular tick
+            // (a millisecond late, so that the deadline has passed when the tick decides).
+            let next = self
+                .state
+                .lock()
+                .await
+                .active
+                .next_expiry(&self.image.borrow());
+            if let Some(at) = next {
+                let until = Duration::from_millis((at - now_ms() + 1).max(1) as u64);
+                wake = wake.min(tokio::time::Instant::now() + until);
             }
             if let Some(every) = rebalance
                 && last_rebalance.elapsed() >= every

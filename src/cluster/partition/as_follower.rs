@@ -110,7 +110,9 @@ impl Partition {
         }
         log.truncate_to(offset)
             .map_err(|e| PartitionError::Storage(e.into()))?;
-        let producers = ProducerState::load(&log).map_err(|e| PartitionError::Storage(e.into()))?;
+        let producers =
+            super::load_producer_state(&mut log).map_err(|e| PartitionError::Storage(e.into()))?;
+        self.reset_stable(&producers);
         *self.producers.lock().unwrap() = producers;
         let leo = log.log_end_offset();
         self.log_end.store(leo, Ordering::Release);
@@ -137,6 +139,7 @@ impl Partition {
             .map_err(|e| PartitionError::Storage(e.into()))?;
         let producers =
             ProducerState::reset(log.dir()).map_err(|e| PartitionError::Storage(e.into()))?;
+        self.reset_stable(&producers);
         *self.producers.lock().unwrap() = producers;
         self.log_end.store(offset, Ordering::Release);
         self.log_start.store(offset, Ordering::Release);
@@ -168,7 +171,7 @@ impl Partition {
         let info = log
             .append_as_follower(records, now)
             .map_err(PartitionError::Append)?;
-        let leo = self.appended(&log, producers, &info);
+        let leo = self.appended(&mut log, producers, &info, records);
         self.follow_high_watermark(leader_hw, leo);
         drop(log);
         self.wake_waiters();

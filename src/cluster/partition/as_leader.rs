@@ -1,11 +1,36 @@
 //! The partition as leader: taking the role, producer appends (with min.insync.replicas for
-//! acks=all), acks=all completion, fetches from followers (their log end offsets feed the
-//! leader state, which decides the high watermark and ISR changes), and the controller's
-//! answers to ISR changes.
+//! acks=all), transaction markers, acks=all completion, fetches from followers (their log end
+//! offsets feed the leader state, which decides the high watermark and ISR changes), and the
+//! controller's answers to ISR changes.
+
+use std::time::Duration;
 
 use super::*;
 use crate::cluster::replication::AckStatus;
-use crate::producer::state::AppendOrigin;
+use crate::log::control::{EndTxnMarker, end_txn_batch};
+use crate::producer::state::check_append;
+use crate::producer::{AppendOrigin, TxnMarker};
+
+/// What a leader append must pass besides the role: the producer rules for records of that
+/// origin, or the marker rules.
+#[derive(Clone, Copy)]
+enum Check<'a> {
+    Records(AppendOrigin),
+    Marker(&'a TxnMarker),
+}
+
+/// How an acks=all wait ([`Partition::wait_for_ack`]) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// The high watermark passed the append.
+    Acked,
+    /// The ISR shrank below min.insync.replicas (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    NotEnoughReplicasAfterAppend,
+    /// This replica no longer leads in the append's epoch (NOT_LEADER_OR_FOLLOWER).
+    NotLeader,
+    /// The timeout passed first (REQUEST_TIMED_OUT); the append stays written.
+    TimedOut,
+}
 
 /// A leader append: what the log did, and the leader epoch it was written in (an acks=all
 /// produce is answered only while this replica still leads in that epoch).
@@ -81,10 +106,10 @@ impl Partition {
             .map(|a| a.info)
     }
 
-    /// Appends producer batches as the leader. `append_time` is set for LogAppendTime topics.
-    /// With `required_acks` -1 nothing is written while the ISR is smaller than the effective
-    /// min.insync.replicas (NOT_ENOUGH_REPLICAS); the caller then waits with
-    /// [`Partition::ack_status`].
+    /// Appends a client's batches as the leader. `append_time` is set for LogAppendTime
+    /// topics. With `required_acks` -1 nothing is written while the ISR is smaller than the
+    /// effective min.insync.replicas (NOT_ENOUGH_REPLICAS); the caller then waits with
+    /// [`Partition::ack_status`] or [`Partition::wait_for_ack`].
     pub fn append_with_acks(
         &self,
         records: &mut [u8],
@@ -92,43 +117,108 @@ impl Partition {
         max_batch_bytes: usize,
         required_acks: i16,
     ) -> Result<LeaderAppend, PartitionError> {
-        self.append_from(
+        let check = Check::Records(AppendOrigin::Client);
+        self.append_leader(
             records,
             append_time,
             max_batch_bytes,
             required_acks,
-            AppendOrigin::Client,
+            None,
+            check,
         )
     }
 
-    /// Appends a coordinator's own batch as the leader (`__consumer_offsets` records, among
-    /// them transactional offset commits): only the producer epoch is checked, and
-    /// `required_acks` acts as in [`Partition::append_with_acks`].
+    /// Appends a coordinator's own batches as the leader (the group coordinator's
+    /// transactional offset commits): producer epoch and transaction state are checked, not
+    /// sequences, and a repeated batch is appended again. Otherwise as
+    /// [`Partition::append_with_acks`].
     pub fn append_as_coordinator(
         &self,
         records: &mut [u8],
+        max_batch_bytes: usize,
         required_acks: i16,
     ) -> Result<LeaderAppend, PartitionError> {
-        self.append_from(
-            records,
+        let check = Check::Records(AppendOrigin::Coordinator);
+        self.append_leader(records, None, max_batch_bytes, required_acks, None, check)
+    }
+
+    /// Appends a COMMIT (`commit`) or ABORT marker for `producer_id` as the leader and returns
+    /// its offset, with the marker rules of transaction versions 0 and 1 (a marker's producer
+    /// epoch may equal the producer's current one; see [`Partition::append_marker_with_acks`]
+    /// for version 2). `leader_epoch`: the leader epoch the caller expects (None: no check;
+    /// older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); a replica that does not lead
+    /// answers NOT_LEADER_OR_FOLLOWER. The marker ends the producer's transaction here (an
+    /// ABORT goes into the transaction index) and, like any batch, is replicated to the
+    /// followers; it is acknowledged (acks=1) once in the local log. Refused with
+    /// INVALID_PRODUCER_EPOCH for an older producer epoch and TRANSACTION_COORDINATOR_FENCED
+    /// for an older coordinator epoch, nothing written.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+        leader_epoch: Option<i32>,
+    ) -> Result<i64, PartitionError> {
+        let marker = TxnMarker {
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            commit,
+            transaction_version: 0,
+        };
+        self.append_marker_with_acks(&marker, leader_epoch, 1)
+            .map(|a| a.info.first_offset)
+    }
+
+    /// [`Partition::append_marker`] for `marker` (which names its transaction version), with
+    /// `required_acks` as a produce's: with -1 it is refused (NOT_ENOUGH_REPLICAS, nothing
+    /// written) while the ISR is below min.insync.replicas, and once written the caller waits
+    /// for the followers with [`Partition::wait_for_ack`]`(info.last_offset + 1,
+    /// leader_epoch, timeout)`, as Kafka's WriteTxnMarkers does (acks=all).
+    pub fn append_marker_with_acks(
+        &self,
+        marker: &TxnMarker,
+        leader_epoch: Option<i32>,
+        required_acks: i16,
+    ) -> Result<LeaderAppend, PartitionError> {
+        let end = EndTxnMarker {
+            commit: marker.commit,
+            coordinator_epoch: marker.coordinator_epoch,
+        };
+        let mut batch = end_txn_batch(marker.producer_id, marker.producer_epoch, end, now_ms());
+        let check = Check::Marker(marker);
+        self.append_leader(
+            &mut batch,
             None,
-            i32::MAX as usize,
+            usize::MAX,
             required_acks,
-            AppendOrigin::Coordinator,
+            leader_epoch,
+            check,
         )
     }
 
-    fn append_from(
+    fn append_leader(
         &self,
         records: &mut [u8],
         append_time: Option<i64>,
         max_batch_bytes: usize,
         required_acks: i16,
-        origin: AppendOrigin,
+        expected_epoch: Option<i32>,
+        check: Check<'_>,
     ) -> Result<LeaderAppend, PartitionError> {
         let mut log = self.log.lock().unwrap();
         let leader_epoch = {
             let r = self.replication.lock().unwrap();
+            if let Some(e) = expected_epoch {
+                let current = r.leader_epoch();
+                if e < current {
+                    return Err(PartitionError::FencedLeaderEpoch);
+                }
+                if e > current {
+                    return Err(PartitionError::UnknownLeaderEpoch);
+                }
+            }
             let Role::Leader(ls) = &r.role else {
                 return Err(PartitionError::NotLeader);
             };
@@ -141,9 +231,11 @@ impl Partition {
             ls.leader_epoch
         };
         let producers = self.producers.lock().unwrap();
-        if let Some(dup) = crate::producer::state::check_append(&producers, records, origin)
-            .map_err(PartitionError::Producer)?
-        {
+        let dup = match check {
+            Check::Records(origin) => check_append(&producers, records, origin),
+            Check::Marker(m) => producers.check_marker(m).map(|()| None),
+        };
+        if let Some(dup) = dup.map_err(PartitionError::Producer)? {
             // A retry of a batch already written: its original offsets, nothing appended.
             let info = AppendInfo {
                 first_offset: dup.first_offset,
@@ -162,7 +254,7 @@ impl Partition {
         let info = log
             .append(records, leader_epoch, append_time, max_batch_bytes)
             .map_err(PartitionError::Append)?;
-        let leo = self.appended(&log, producers, &info);
+        let leo = self.appended(&mut log, producers, &info, records);
         {
             let mut r = self.replication.lock().unwrap();
             if let Role::Leader(ls) = &mut r.role {
@@ -187,6 +279,34 @@ impl Partition {
         match &self.replication.lock().unwrap().role {
             Role::Leader(ls) if ls.leader_epoch == leader_epoch => Ok(ls.ack_status(required)),
             _ => Err(PartitionError::NotLeader),
+        }
+    }
+
+    /// Waits until an acks=all append that ends before `required`, written in
+    /// `leader_epoch`, may be answered ([`Partition::ack_status`]), for at most `timeout`.
+    pub async fn wait_for_ack(
+        &self,
+        required: i64,
+        leader_epoch: i32,
+        timeout: Duration,
+    ) -> AckOutcome {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut timed_out = false;
+        loop {
+            let waiter = Arc::new(Notify::new());
+            self.add_waiter(&waiter);
+            match self.ack_status(required, leader_epoch) {
+                Ok(AckStatus::Done) => return AckOutcome::Acked,
+                Ok(AckStatus::NotEnoughReplicasAfterAppend) => {
+                    return AckOutcome::NotEnoughReplicasAfterAppend;
+                }
+                Err(_) => return AckOutcome::NotLeader,
+                Ok(AckStatus::Waiting) if timed_out => return AckOutcome::TimedOut,
+                Ok(AckStatus::Waiting) => {}
+            }
+            timed_out = tokio::time::timeout_at(deadline, waiter.notified())
+                .await
+                .is_err();
         }
     }
 

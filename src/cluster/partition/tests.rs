@@ -8,9 +8,16 @@ use crate::cluster::replication::AckStatus;
 use crate::log::LogConfig;
 use crate::log::batch::test_support::simple_batch;
 
-const MAX: usize = 1 << 20;
+pub(super) const MAX: usize = 1 << 20;
 
-fn open(dir: &Path, node: i32, replicas: &[i32], isr: &[i32], leader: i32, hw: i64) -> Partition {
+pub(super) fn open(
+    dir: &Path,
+    node: i32,
+    replicas: &[i32],
+    isr: &[i32],
+    leader: i32,
+    hw: i64,
+) -> Partition {
     let log = Log::open(&dir.join("t-0"), LogConfig::default(), false).unwrap();
     let state = ReplicaState {
         leader,
@@ -21,7 +28,7 @@ fn open(dir: &Path, node: i32, replicas: &[i32], isr: &[i32], leader: i32, hw: i
     Partition::new(Arc::from("t"), 0, Uuid::nil(), node, log, state, hw)
 }
 
-fn record(
+pub(super) fn record(
     replicas: &[i32],
     isr: &[i32],
     leader: i32,
@@ -40,7 +47,7 @@ fn append(p: &Partition, n: usize, acks: i16) -> Result<LeaderAppend, PartitionE
     p.append_with_acks(&mut b, None, MAX, acks)
 }
 
-fn follower_fetch(offset: i64, epoch: i32, last_fetched_epoch: i32) -> FollowerFetch {
+pub(super) fn follower_fetch(offset: i64, epoch: i32, last_fetched_epoch: i32) -> FollowerFetch {
     FollowerFetch {
         offset,
         max_bytes: MAX,
@@ -50,7 +57,7 @@ fn follower_fetch(offset: i64, epoch: i32, last_fetched_epoch: i32) -> FollowerF
     }
 }
 
-fn bytes(s: &FetchSlice) -> Vec<u8> {
+pub(super) fn bytes(s: &FetchSlice) -> Vec<u8> {
     let mut buf = vec![0u8; s.len];
     if let Some(f) = &s.file {
         f.read_exact_at(&mut buf, s.position).unwrap();
@@ -272,7 +279,12 @@ fn checkpointed_high_watermark_is_restored_within_the_log() {
 
 /// One replication round of `follower` from `leader`: fetch at the follower's position,
 /// append what came, as a replica fetcher does.
-fn replicate(leader: &Partition, follower: &Partition, follower_id: i32, now: i64) -> usize {
+pub(super) fn replicate(
+    leader: &Partition,
+    follower: &Partition,
+    follower_id: i32,
+    now: i64,
+) -> usize {
     let pos = follower.follower_position().unwrap();
     let fetch = follower_fetch(pos.fetch_offset, pos.leader_epoch, pos.last_fetched_epoch);
     let r = leader.read_for_follower(follower_id, &fetch, now).unwrap();

@@ -535,6 +535,18 @@ impl Log {
         Ok(())
     }
 
+    /// The bytes of one batch whose header [`Log::scan_headers_from`] gave.
+    pub fn read_batch(&self, h: &BatchHeader) -> io::Result<Vec<u8>> {
+        let (_, seg) = self
+            .segments
+            .range(..=h.base_offset)
+            .next_back()
+            .ok_or_else(|| {
+                io::Error::other(format!("no segment holds offset {}", h.base_offset))
+            })?;
+        seg.read_batch(h.position, h)
+    }
+
     /// First record (at or after the log start) with timestamp >= `timestamp`:
     /// `(timestamp, offset)` (same order as [`Log::max_timestamp_offset`]).
     /// Decodes the records of the one batch that matters. The caller filters
