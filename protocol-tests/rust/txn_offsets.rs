@@ -33,6 +33,7 @@ const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 const ILLEGAL_GENERATION: i16 = 22;
 const INVALID_GROUP_ID: i16 = 24;
 const UNKNOWN_MEMBER_ID: i16 = 25;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
 const FENCED_INSTANCE_ID: i16 = 82;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
@@ -390,9 +391,11 @@ fn transactional_offsets_are_pending_until_their_markers_across_restarts() {
     assert_eq!(fetch(&mut c, 8, GROUP, false, true), unstable);
     assert_eq!(fetch(&mut c, 8, GROUP, false, false), none);
 
-    // The markers: producer 100 commits, producer 200 aborts.
+    // The markers: producer 100 commits; producer 200's transaction is aborted with its
+    // epoch bumped (as when a new instance of its transactional id fences it).
     b.kill9();
-    let live_view = write_markers(&b.data_dir(), &[(p100, true), (p200, false)]);
+    let p200_bumped = (200, 4);
+    let live_view = write_markers(&b.data_dir(), &[(p100, true), (p200_bumped, false)]);
     assert_eq!(live_view, vec![(0, 7, 0), (1, 8, 0)]);
     // The binary replays the markers from the log: the same offsets, stable.
     b.launch();
@@ -407,5 +410,18 @@ fn transactional_offsets_are_pending_until_their_markers_across_restarts() {
         .map(|set| set.records[0].key.as_deref() == Some(&[0, 0, 0, 1][..]))
         .collect();
     assert_eq!(markers, vec![true, false]);
+    // The fenced epoch can no longer commit offsets; the new one can.
+    assert_eq!(
+        commit(&mut c, 3, &simple(GROUP, p200), TOPIC, &[(0, 60)]),
+        vec![(0, INVALID_PRODUCER_EPOCH)]
+    );
+    assert_eq!(
+        commit(&mut c, 3, &simple(GROUP, p200_bumped), TOPIC, &[(0, 61)]),
+        vec![(0, 0)]
+    );
+    assert_eq!(
+        fetch(&mut c, 8, GROUP, false, true),
+        vec![(0, -1, UNSTABLE_OFFSET_COMMIT), (1, 8, 0)]
+    );
     assert!(b.terminate().is_some());
 }
