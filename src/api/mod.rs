@@ -57,6 +57,9 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod sync_group;
 
+// Transactions.
+pub mod txn_offset_commit;
+
 /// What a handler gets besides the broker and the request body.
 #[derive(Debug, Clone)]
 pub struct RequestCtx {
@@ -126,6 +129,7 @@ pub static APIS: &[ApiSpec] = &[
     add_offsets_to_txn::SPEC,
     end_txn::SPEC,
     write_txn_markers::SPEC,
+    txn_offset_commit::SPEC,
     describe_transactions::SPEC,
     list_transactions::SPEC,
 ];

@@ -244,7 +244,9 @@ async fn send(
 
 /// Writes `marker` to this broker's replica of `topic`-`partition` as its leader, with
 /// acks=all (waiting up to `timeout` for the in-sync replicas): the error code to answer
-/// with (0: written). Used for this broker's own transactions and for WriteTxnMarkers.
+/// with (0: written). A marker in `__consumer_offsets` then settles the group offsets the
+/// transaction committed (`group::Coordinator::complete_txn`). Used for this broker's own
+/// transactions and for WriteTxnMarkers.
 pub async fn write_local(
     b: &Broker,
     marker: &TxnMarker,
@@ -263,18 +265,28 @@ pub async fn write_local(
         Ok(a) => a,
         Err(e) => return crate::api::errors::partition_error_code(&e),
     };
-    match p
-        .wait_for_ack(
-            appended.info.last_offset + 1,
-            appended.leader_epoch,
-            timeout,
-        )
+    let required = appended.info.last_offset + 1;
+    let code = match p
+        .wait_for_ack(required, appended.leader_epoch, timeout)
         .await
     {
         AckOutcome::Acked => 0,
         AckOutcome::NotLeader => E::NotLeaderOrFollower.code(),
         AckOutcome::NotEnoughReplicasAfterAppend => E::NotEnoughReplicasAfterAppend.code(),
         AckOutcome::TimedOut => E::RequestTimedOut.code(),
+    };
+    if code != 0 || topic != crate::group::store::TOPIC {
+        return code;
+    }
+    // The group coordinator settles the offsets the transaction committed there. If it does
+    // not serve the partition (yet), the marker is retried, as Kafka's coordinator answers.
+    match b
+        .groups
+        .complete_txn(partition, marker.producer_id, marker.commit)
+        .await
+    {
+        Ok(()) => 0,
+        Err(_) => E::NotLeaderOrFollower.code(),
     }
 }
 

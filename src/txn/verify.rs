@@ -204,6 +204,48 @@ pub async fn for_produce(
     out
 }
 
+/// A TxnOffsetCommit's verification: the group's `__consumer_offsets` partition must be in
+/// the producer's transaction (v5, transaction version 2: it is added). The error to answer
+/// every partition of the request with, if it is not.
+pub async fn for_txn_offset_commit(
+    b: &Broker,
+    transactional_id: &str,
+    group_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    version: i16,
+) -> Option<i16> {
+    if !b.config.txn.verification {
+        return None;
+    }
+    let offsets = b.controller.topic(crate::group::store::TOPIC)?;
+    let partition = crate::group::records::partition_for(group_id, offsets.partition_count as i32);
+    if offsets
+        .partition(partition)
+        .is_some_and(|p| p.has_ongoing_txn(producer_id, producer_epoch))
+    {
+        return None;
+    }
+    let tp = (crate::group::store::TOPIC.to_string(), partition);
+    let op = Operation::for_txn_offset_commit(version);
+    let failed = add_or_verify(
+        b,
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        &BTreeSet::from([tp]),
+        op,
+    )
+    .await;
+    failed.into_values().next().map(|code| {
+        if code == E::NetworkException.code() {
+            COORDINATOR_NOT_AVAILABLE
+        } else {
+            code
+        }
+    })
+}
+
 /// The coordinator's raw answer for each partition.
 async fn ask(
     b: &Broker,
