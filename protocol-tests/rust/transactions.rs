@@ -9,223 +9,26 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use common::txn::{self, *};
 use common::{Client, TestBroker, create_topic_request};
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 const TOPIC: &str = "txn-data";
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn txn_id(v: &str) -> TransactionalId {
-    TransactionalId(s(v))
-}
-
-fn find_coordinator(c: &mut Client, id: &str) -> (i16, i32) {
-    let mut r = FindCoordinatorRequest::default();
-    r.key_type = 1;
-    r.coordinator_keys = vec![s(id)];
-    let resp: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &r);
-    let k = &resp.coordinators[0];
-    (k.error_code, k.node_id.0)
-}
-
-fn init(c: &mut Client, id: &str, timeout_ms: i32, version: i16) -> (i16, i64, i16) {
-    let mut r = InitProducerIdRequest::default();
-    r.transactional_id = Some(txn_id(id));
-    r.transaction_timeout_ms = timeout_ms;
-    r.producer_id = ProducerId(-1);
-    r.producer_epoch = -1;
-    let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, version, &r);
-    (resp.error_code, resp.producer_id.0, resp.producer_epoch)
-}
-
-/// InitProducerId, retried while the previous instance's transaction is being aborted.
-fn init_retrying(c: &mut Client, id: &str, timeout_ms: i32) -> (i64, i16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (code, pid, epoch) = init(c, id, timeout_ms, 4);
-        if code == 0 {
-            return (pid, epoch);
-        }
-        assert_eq!(code, E::ConcurrentTransactions.code(), "InitProducerId");
-        assert!(
-            Instant::now() < deadline,
-            "InitProducerId kept answering {code}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// AddPartitionsToTxn v3 (as clients send it): each partition's error.
-fn add_partitions(
-    c: &mut Client,
-    id: &str,
-    pid: i64,
-    epoch: i16,
-    parts: &[(&str, i32)],
-) -> Vec<i16> {
-    let mut r = AddPartitionsToTxnRequest::default();
-    r.v3_and_below_transactional_id = txn_id(id);
-    r.v3_and_below_producer_id = ProducerId(pid);
-    r.v3_and_below_producer_epoch = epoch;
-    r.v3_and_below_topics = parts
-        .iter()
-        .map(|(t, p)| {
-            let mut at = AddPartitionsToTxnTopic::default();
-            at.name = TopicName(s(t));
-            at.partitions = vec![*p];
-            at
-        })
-        .collect();
-    let resp: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 3, &r);
-    resp.results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(|p| p.partition_error_code)
-        })
-        .collect()
-}
-
-fn end_txn(
-    c: &mut Client,
-    version: i16,
-    id: &str,
-    pid: i64,
-    epoch: i16,
-    commit: bool,
-) -> EndTxnResponse {
-    let mut r = EndTxnRequest::default();
-    r.transactional_id = txn_id(id);
-    r.producer_id = ProducerId(pid);
-    r.producer_epoch = epoch;
-    r.committed = commit;
-    c.call(ApiKey::EndTxn, version, &r)
-}
-
-fn describe(c: &mut Client, id: &str) -> describe_transactions_response::TransactionState {
-    let mut r = DescribeTransactionsRequest::default();
-    r.transactional_ids = vec![txn_id(id)];
-    let mut resp: DescribeTransactionsResponse = c.call(ApiKey::DescribeTransactions, 0, &r);
-    resp.transaction_states.remove(0)
-}
-
-/// Waits (bounded) until `id` is described in `state`; the description.
-fn wait_state(
-    c: &mut Client,
-    id: &str,
-    state: &str,
-) -> describe_transactions_response::TransactionState {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let d = describe(c, id);
-        if d.error_code == 0 && d.transaction_state.as_str() == state {
-            return d;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{id} never reached {state}: {} (error {})",
-            d.transaction_state.as_str(),
-            d.error_code
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A transactional batch of `values` from `pid`/`epoch` at sequence `seq`.
-fn txn_batch(values: &[&str], pid: i64, epoch: i16, seq: i32) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
-    buf.freeze()
-}
-
-/// A transactional produce to `TOPIC`-`partition` (acks=all): (error, base offset).
 fn produce(c: &mut Client, version: i16, id: &str, partition: i32, batch: Bytes) -> (i16, i64) {
-    let mut pd = PartitionProduceData::default();
-    pd.index = partition;
-    pd.records = Some(batch);
-    let mut td = TopicProduceData::default();
-    td.name = TopicName(s(TOPIC));
-    td.partition_data = vec![pd];
-    let mut r = ProduceRequest::default();
-    r.transactional_id = Some(txn_id(id));
-    r.acks = -1;
-    r.timeout_ms = 5000;
-    r.topic_data = vec![td];
-    let resp: ProduceResponse = c.call(ApiKey::Produce, version, &r);
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+    txn::produce(c, version, id, TOPIC, partition, batch)
 }
 
-/// The batches of `TOPIC`-`partition` from offset 0 (read_uncommitted): (is control,
-/// producer id, producer epoch, values or the control record's type).
-fn batches(c: &mut Client, partition: i32) -> Vec<(bool, i64, i16, Vec<String>)> {
-    let r = common::fetch_request(12, TOPIC, uuid::Uuid::nil(), partition, 0);
-    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &r);
-    let p = &resp.responses[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    let mut bytes = p.records.clone().unwrap_or_default();
-    let mut out = Vec::new();
-    for b in RecordBatchDecoder::decode_all(&mut bytes).unwrap() {
-        let Some(first) = b.records.first() else {
-            continue;
-        };
-        let (control, pid, epoch) = (first.control, first.producer_id, first.producer_epoch);
-        let values = b
-            .records
-            .iter()
-            .map(|r| match (control, &r.key) {
-                // The control record's key: version 0, type 0 ABORT / 1 COMMIT.
-                (true, Some(k)) if k.len() >= 4 => {
-                    if k[3] == 1 { "COMMIT" } else { "ABORT" }.to_string()
-                }
-                _ => String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned(),
-            })
-            .collect();
-        out.push((control, pid, epoch, values));
-    }
-    out
+fn batches(c: &mut Client, partition: i32) -> Vec<Seen> {
+    txn::batches(c, TOPIC, partition)
 }
 
 fn start() -> (TestBroker, Client) {
@@ -319,12 +122,9 @@ fn transactions_of_a_version_0_client() {
     wait_state(&mut c, "app", "CompleteCommit");
     let p0 = batches(&mut c, 0);
     assert_eq!(p0.len(), 2, "{p0:?}");
-    assert_eq!(
-        p0[0],
-        (false, pid, epoch, vec!["a".to_string(), "b".to_string()])
-    );
-    assert_eq!(p0[1], (true, pid, epoch, vec!["COMMIT".to_string()]));
-    assert_eq!(batches(&mut c, 1)[1].3, vec!["COMMIT".to_string()]);
+    assert_eq!(p0[0], Seen::data(pid, epoch, &["a", "b"]));
+    assert_eq!(p0[1], Seen::marker(pid, epoch, true));
+    assert_eq!(batches(&mut c, 1)[1], Seen::marker(pid, epoch, true));
     // A retry of the commit succeeds; an abort now is a state error.
     assert_eq!(end_txn(&mut c, 3, "app", pid, epoch, true).error_code, 0);
     assert_eq!(
@@ -349,7 +149,7 @@ fn transactions_of_a_version_0_client() {
     let (_, epoch2) = init_retrying(&mut c, "app", 60_000);
     assert!(epoch2 > epoch);
     let p1 = batches(&mut c, 1);
-    assert_eq!(p1.last().unwrap().3, vec!["ABORT".to_string()], "{p1:?}");
+    assert_eq!(p1.last().unwrap().values, vec!["ABORT"], "{p1:?}");
     assert_eq!(
         end_txn(&mut c, 3, "app", pid, epoch, false).error_code,
         E::ProducerFenced.code(),
@@ -393,10 +193,7 @@ fn transactions_of_a_version_2_client() {
     );
     wait_state(&mut c, "v2", "CompleteCommit");
     let p0 = batches(&mut c, 0);
-    assert_eq!(
-        p0.last().unwrap(),
-        &(true, pid, epoch + 1, vec!["COMMIT".to_string()])
-    );
+    assert_eq!(p0.last().unwrap(), &Seen::marker(pid, epoch + 1, true));
     // A retry with the old epoch is answered with the new one.
     let resp = end_txn(&mut c, 5, "v2", pid, epoch, true);
     assert_eq!((resp.error_code, resp.producer_epoch), (0, epoch + 1));
@@ -487,7 +284,7 @@ fn an_open_transaction_past_its_timeout_is_aborted() {
     let d = wait_state(&mut c, "slow", "CompleteAbort");
     assert!(d.producer_epoch > epoch, "the producer is fenced");
     let p0 = batches(&mut c, 0);
-    assert_eq!(p0.last().unwrap().3, vec!["ABORT".to_string()]);
+    assert_eq!(p0.last().unwrap().values, vec!["ABORT"]);
     assert_eq!(
         end_txn(&mut c, 3, "slow", pid, epoch, true).error_code,
         E::ProducerFenced.code()
@@ -531,10 +328,7 @@ fn write_txn_markers_from_another_coordinator() {
             ("no-such-topic".to_string(), 0, unknown)
         ]
     );
-    assert_eq!(
-        batches(&mut c, 0),
-        vec![(true, 4242, 3, vec!["COMMIT".to_string()])]
-    );
+    assert_eq!(batches(&mut c, 0), vec![Seen::marker(4242, 3, true)]);
     // An older coordinator epoch is fenced.
     m.coordinator_epoch = 4;
     m.topics.truncate(1);

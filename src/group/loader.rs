@@ -30,26 +30,16 @@ pub fn became_leader(coordinator: &Arc<Coordinator>, p: Arc<Partition>, count: i
     }
     let coordinator = coordinator.clone();
     tokio::spawn(async move {
-        let target = p.log_end_offset();
-        loop {
-            let waiter = Arc::new(Notify::new());
-            p.add_waiter(&waiter);
-            if !coordinator.is_loading(p.index, epoch) {
-                return;
-            }
-            if p.high_watermark() >= target {
-                break;
-            }
-            let _ = tokio::time::timeout(RECHECK, waiter.notified()).await;
-        }
-        let (index, p2) = (p.index, p.clone());
-        match tokio::task::spawn_blocking(move || replay::load_partition(&p2)).await {
-            Ok(Ok(loaded)) => {
+        let index = p.index;
+        let wanted = || coordinator.is_loading(index, epoch);
+        match load_when_committed(p, wanted, replay::load_partition).await {
+            None => {}
+            Some(Ok(loaded)) => {
                 coordinator.finish_load(index, epoch, loaded);
             }
             // As Kafka's runtime does with a failed load: the partition is not coordinated
             // here (NOT_COORDINATOR) until leadership changes again.
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 warn!(
                     partition = index,
                     "cannot load {}-{index}: {e:#}",
@@ -57,16 +47,37 @@ pub fn became_leader(coordinator: &Arc<Coordinator>, p: Arc<Partition>, count: i
                 );
                 coordinator.unload(index);
             }
-            Err(e) => {
-                warn!(
-                    partition = index,
-                    "loading {}-{index} failed: {e}",
-                    store::TOPIC
-                );
-                coordinator.unload(index);
-            }
         }
     });
+}
+
+/// A coordinator's load of `p`, which this broker has just become the leader of: waits
+/// until the high watermark reaches the log end the leader started with (everything in its
+/// log is then committed), then runs `replay` on the blocking pool. None if the load stopped
+/// being `wanted` meanwhile (checked at every change of the partition, and every
+/// [`RECHECK`]).
+pub async fn load_when_committed<T: Send + 'static>(
+    p: Arc<Partition>,
+    wanted: impl Fn() -> bool,
+    replay: fn(&Partition) -> anyhow::Result<T>,
+) -> Option<anyhow::Result<T>> {
+    let target = p.log_end_offset();
+    loop {
+        let waiter = Arc::new(Notify::new());
+        p.add_waiter(&waiter);
+        if !wanted() {
+            return None;
+        }
+        if p.high_watermark() >= target {
+            break;
+        }
+        let _ = tokio::time::timeout(RECHECK, waiter.notified()).await;
+    }
+    Some(
+        tokio::task::spawn_blocking(move || replay(&p))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the load task failed: {e}"))),
+    )
 }
 
 /// This broker no longer leads partition `index` of `__consumer_offsets`.

@@ -238,14 +238,15 @@ fn replay_topic(topic: &TopicInfo, mut f: impl FnMut(Entry)) -> anyhow::Result<(
 }
 
 /// Calls `f` for every record with a key and every transaction marker of `p`, from its log
-/// start to its high watermark.
+/// start to its high watermark (any coordinator's topic: `__transaction_state` is read so
+/// too).
 pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Result<()> {
     let mut offset = p.log_start_offset();
     let end = p.high_watermark();
     while offset < end {
         let slice = p
             .read(offset, 1 << 20, true)
-            .map_err(|e| anyhow::anyhow!("reading {TOPIC}-{}: {e:?}", p.index))?;
+            .map_err(|e| anyhow::anyhow!("reading {}-{}: {e:?}", p.topic, p.index))?;
         if slice.len == 0 {
             break;
         }
@@ -255,7 +256,7 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
         let buf = Bytes::from(buf);
         let mut pos = 0usize;
         for h in crate::log::batch::batches(&buf) {
-            let h = h.map_err(|e| anyhow::anyhow!("{TOPIC}-{}: {e}", p.index))?;
+            let h = h.map_err(|e| anyhow::anyhow!("{}-{}: {e}", p.topic, p.index))?;
             let whole = buf.slice(pos..pos + h.total_size());
             pos += h.total_size();
             offset = h.next_offset();
@@ -270,19 +271,19 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
                         commit: m.commit,
                     }),
                     Ok(None) => {}
-                    Err(e) => warn!("{TOPIC}-{}: unreadable control batch: {e}", p.index),
+                    Err(e) => warn!("{}-{}: unreadable control batch: {e}", p.topic, p.index),
                 }
                 continue;
             }
             if h.compression() != Some(crate::log::Compression::None) {
-                warn!("{TOPIC}-{}: skipping a compressed batch", p.index);
+                warn!("{}-{}: skipping a compressed batch", p.topic, p.index);
                 continue;
             }
             let mut b = whole;
             let set = match RecordBatchDecoder::decode(&mut b) {
                 Ok(set) => set,
                 Err(e) => {
-                    warn!("{TOPIC}-{}: unreadable batch: {e}", p.index);
+                    warn!("{}-{}: unreadable batch: {e}", p.topic, p.index);
                     continue;
                 }
             };

@@ -210,10 +210,8 @@ async fn send(
     req.markers = vec![marker];
     let call = b.peers.call::<_, WriteTxnMarkersResponse>(
         b,
-        id,
-        Purpose::Markers,
-        ApiKey::WriteTxnMarkers,
-        WRITE_TXN_MARKERS_VERSION,
+        (id, Purpose::Markers),
+        (ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION),
         &req,
         timeout + Duration::from_secs(5),
     );

@@ -37,14 +37,13 @@ impl Peers {
         crate::cluster::node::replicas::addresses(&img, &c.config.inter_broker_listener).remove(&id)
     }
 
-    /// Sends `req` to broker `id` and reads its response (within `timeout`).
+    /// Sends `req` (`api`: its key and version) to broker `id` and reads its response
+    /// (within `timeout`).
     pub async fn call<Req: Encodable, Resp: Decodable>(
         &self,
         b: &Broker,
-        id: i32,
-        purpose: Purpose,
-        key: ApiKey,
-        version: i16,
+        (id, purpose): (i32, Purpose),
+        (key, version): (ApiKey, i16),
         req: &Req,
         timeout: Duration,
     ) -> Result<Resp> {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use tracing::{info, warn};
 
@@ -26,6 +26,7 @@ use crate::broker::{Broker, now_ms};
 use crate::cluster::controller::NewTopic;
 use crate::cluster::partition::AckOutcome;
 use crate::cluster::{Partition, PartitionError, TopicError, TopicInfo};
+use crate::group::replay::Entry;
 
 pub const TOPIC: &str = "__transaction_state";
 
@@ -208,10 +209,13 @@ pub async fn ensure_topic(b: &Broker) -> Result<Arc<TopicInfo>, i16> {
         .ok_or(E::CoordinatorNotAvailable.code())
 }
 
+/// One write: (partition, epoch, key, value).
+pub type Written = (i32, i32, Bytes, Option<Bytes>);
+
 /// An in-memory log for tests: keeps every append; `fail` makes appends fail with it.
 #[derive(Default)]
 pub struct MemoryLog {
-    pub appended: Mutex<Vec<(i32, i32, Bytes, Option<Bytes>)>>,
+    pub appended: Mutex<Vec<Written>>,
     pub fail: Mutex<Option<i16>>,
 }
 
@@ -242,43 +246,12 @@ impl TxnLog for MemoryLog {
 pub fn load_partition(p: &Partition) -> anyhow::Result<HashMap<String, Transit>> {
     let mut txns = HashMap::new();
     let mut count = 0usize;
-    let mut offset = p.log_start_offset();
-    while offset < p.high_watermark() {
-        let slice = p
-            .read(offset, 1 << 20, true)
-            .map_err(|e| anyhow::anyhow!("reading {TOPIC}-{}: {e:?}", p.index))?;
-        let Some(file) = slice.file.filter(|_| slice.len > 0) else {
-            break;
-        };
-        let mut buf = vec![0u8; slice.len];
-        std::os::unix::fs::FileExt::read_exact_at(&*file, &mut buf, slice.position)?;
-        let buf = Bytes::from(buf);
-        let mut at = 0usize;
-        for h in crate::log::batch::batches(&buf) {
-            let h = h.map_err(|e| anyhow::anyhow!("{TOPIC}-{}: {e}", p.index))?;
-            let mut whole = buf.slice(at..at + h.total_size());
-            at += h.total_size();
-            offset = h.next_offset();
-            if h.is_control() {
-                continue;
-            }
-            match RecordBatchDecoder::decode(&mut whole) {
-                Ok(set) => {
-                    for r in set
-                        .records
-                        .into_iter()
-                        .filter(|r| r.offset >= p.log_start_offset())
-                    {
-                        if let Some(k) = r.key {
-                            count += 1;
-                            apply(&mut txns, k, r.value);
-                        }
-                    }
-                }
-                Err(e) => warn!("{TOPIC}-{}: unreadable batch: {e}", p.index),
-            }
+    crate::group::replay::replay_partition(p, |e| {
+        if let Entry::Record { key, value, .. } = e {
+            count += 1;
+            apply(&mut txns, key, value);
         }
-    }
+    })?;
     tracing::debug!(
         partition = p.index,
         records = count,

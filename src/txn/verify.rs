@@ -237,13 +237,15 @@ pub async fn for_txn_offset_commit(
         op,
     )
     .await;
-    failed.into_values().next().map(|code| {
-        if code == E::NetworkException.code() {
-            COORDINATOR_NOT_AVAILABLE
-        } else {
-            code
-        }
-    })
+    // As Kafka's group coordinator answers them: the group coordinator's own retriable errors.
+    failed
+        .into_values()
+        .next()
+        .map(|code| match E::try_from_code(code) {
+            Some(E::NetworkException) => COORDINATOR_LOAD_IN_PROGRESS,
+            Some(E::NotLeaderOrFollower) => NOT_COORDINATOR,
+            _ => code,
+        })
 }
 
 /// The coordinator's raw answer for each partition.
@@ -294,10 +296,8 @@ async fn ask(
         .peers
         .call(
             b,
-            coordinator,
-            Purpose::Verify,
-            ApiKey::AddPartitionsToTxn,
-            VERSION,
+            (coordinator, Purpose::Verify),
+            (ApiKey::AddPartitionsToTxn, VERSION),
             &req,
             super::REQUEST_TIMEOUT,
         )

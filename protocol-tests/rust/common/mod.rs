@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod netns;
+pub mod txn;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
