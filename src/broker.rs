@@ -52,7 +52,9 @@ impl Broker {
         // On one node, groups and offsets are loaded before anything is served. In a cluster
         // each `__consumer_offsets` partition is loaded when this broker becomes its leader.
         if !clustered {
-            broker.groups.install(store::load(&broker.controller)?);
+            broker
+                .groups
+                .install(crate::group::replay::load(&broker.controller)?);
         }
         Ok(broker)
     }

@@ -46,6 +46,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Message, StrBytes, VersionRange};
 
@@ -387,6 +390,22 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             let mut r = DescribeQuorumRequest::default();
             r.topics = vec![t];
             built::<_, DescribeQuorumResponse>(r)
+        }
+        ApiKey::TxnOffsetCommit => {
+            let mut p = TxnOffsetCommitRequestPartition::default();
+            p.partition_index = 0;
+            p.committed_offset = 1;
+            let mut t = TxnOffsetCommitRequestTopic::default();
+            t.name = topic_name(TOPIC);
+            t.partitions = vec![p];
+            // A simple group's transactional commit (generation -1, no member).
+            let mut r = TxnOffsetCommitRequest::default();
+            r.transactional_id = TransactionalId(s("matrix-txn"));
+            r.group_id = group("matrix-txn");
+            r.producer_id = ProducerId(5000);
+            r.producer_epoch = 0;
+            r.topics = vec![t];
+            built::<_, TxnOffsetCommitResponse>(r)
         }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \

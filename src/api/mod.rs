@@ -51,6 +51,9 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod sync_group;
 
+// Transactions.
+pub mod txn_offset_commit;
+
 /// What a handler gets besides the broker and the request body.
 #[derive(Debug, Clone)]
 pub struct RequestCtx {
@@ -115,6 +118,8 @@ pub static APIS: &[ApiSpec] = &[
     alter_partition_reassignments::SPEC,
     list_partition_reassignments::SPEC,
     describe_quorum::SPEC,
+    // Transactions.
+    txn_offset_commit::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {

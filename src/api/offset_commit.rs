@@ -12,15 +12,15 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 
+use super::group_util::{RequestedOffset, ResolvedCommit};
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
-use crate::group::coordinator::{CommitOffset, CommitParams};
+use crate::group::coordinator::CommitParams;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -33,38 +33,25 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: OffsetCommitRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
-    let mut resp = OffsetCommitResponse::default();
-    let mut offsets = Vec::new();
-    // Where each offset handed to the coordinator answers: (topic index, partition index).
-    let mut slots = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let topic = b.controller.topic(t.name.0.as_str());
-        let mut rt = OffsetCommitResponseTopic::default();
-        rt.name = t.name.clone();
-        for (pi, p) in t.partitions.iter().enumerate() {
-            let mut rp = OffsetCommitResponsePartition::default();
-            rp.partition_index = p.partition_index;
-            match &topic {
-                Some(info)
-                    if p.partition_index >= 0
-                        && (p.partition_index as usize) < info.partition_count =>
-                {
-                    offsets.push(CommitOffset {
-                        topic: info.name.to_string(),
-                        partition: p.partition_index,
-                        offset: p.committed_offset,
-                        leader_epoch: if v >= 6 { p.committed_leader_epoch } else { -1 },
-                        metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
-                    });
-                    slots.push((ti, pi));
-                }
-                _ => rp.error_code = ResponseError::UnknownTopicOrPartition.code(),
-            }
-            rt.partitions.push(rp);
-        }
-        resp.topics.push(rt);
-    }
-    if !offsets.is_empty() {
+    let requested = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| RequestedOffset {
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: if v >= 6 { p.committed_leader_epoch } else { -1 },
+                    metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
+                })
+                .collect();
+            (t.name.0.to_string(), partitions)
+        })
+        .collect();
+    let mut resolved = ResolvedCommit::new(&b, requested);
+    if !resolved.offsets.is_empty() {
         let result = b
             .groups
             .commit(CommitParams {
@@ -73,15 +60,22 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 instance_id: req.group_instance_id.map(|s| s.to_string()),
                 generation: req.generation_id_or_member_epoch,
                 version: v,
-                offsets,
+                offsets: std::mem::take(&mut resolved.offsets),
             })
             .await;
-        for (i, (ti, pi)) in slots.into_iter().enumerate() {
-            resp.topics[ti].partitions[pi].error_code = match &result {
-                Ok(codes) => codes[i],
-                Err(code) => *code,
-            };
+        resolved.answer(&result);
+    }
+    let mut resp = OffsetCommitResponse::default();
+    for (t, codes) in req.topics.iter().zip(resolved.codes) {
+        let mut rt = OffsetCommitResponseTopic::default();
+        rt.name = t.name.clone();
+        for (p, code) in t.partitions.iter().zip(codes) {
+            let mut rp = OffsetCommitResponsePartition::default();
+            rp.partition_index = p.partition_index;
+            rp.error_code = code;
+            rt.partitions.push(rp);
         }
+        resp.topics.push(rt);
     }
     super::respond(&ctx, &resp)
 }

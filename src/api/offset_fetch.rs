@@ -2,6 +2,8 @@
 //!
 //! A null topic list (v2+) asks for every committed offset of the group. Partitions without a
 //! committed offset answer -1 with empty metadata; v5+ return the committed leader epoch.
+//! v7+ `require_stable`: a partition with an offset pending in an open transaction answers
+//! UNSTABLE_OFFSET_COMMIT (and -1) until the transaction ends, as Kafka's coordinator does.
 //!
 //! v10 (Kafka 4.4: topics by id) is not served: kafka-protocol 0.18 does not decode it.
 
@@ -29,6 +31,7 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: OffsetFetchRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
+    let stable = v >= 7 && req.require_stable;
     let mut resp = OffsetFetchResponse::default();
     if v < 8 {
         let topics: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
@@ -38,7 +41,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         });
         match b
             .groups
-            .fetch_offsets(req.group_id.0.as_str(), topics.clone())
+            .fetch_offsets(req.group_id.0.as_str(), topics.clone(), stable)
             .await
         {
             Ok(found) => {
@@ -87,7 +90,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .map(|t| (t.name.0.to_string(), t.partition_indexes))
                 .collect()
         });
-        match b.groups.fetch_offsets(rg.group_id.0.as_str(), topics).await {
+        match b
+            .groups
+            .fetch_offsets(rg.group_id.0.as_str(), topics, stable)
+            .await
+        {
             Ok(found) => {
                 g.topics = found
                     .into_iter()
@@ -114,6 +121,7 @@ fn partition_v0(o: FetchedOffset, v: i16) -> OffsetFetchResponsePartition {
         p.committed_leader_epoch = o.leader_epoch;
     }
     p.metadata = Some(sb(o.metadata));
+    p.error_code = o.error;
     p
 }
 
@@ -123,5 +131,6 @@ fn partition_v8(o: FetchedOffset) -> OffsetFetchResponsePartitions {
     p.committed_offset = o.offset;
     p.committed_leader_epoch = o.leader_epoch;
     p.metadata = Some(sb(o.metadata));
+    p.error_code = o.error;
     p
 }

@@ -10,8 +10,10 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError as E;
 
 use super::coordinator::{Coordinator, SyncParams};
-use super::records::{self, OffsetValue};
-use super::store::{Leader, Loaded, MemoryLog};
+use super::offset_state::Committed;
+use super::records;
+use super::replay::Loaded;
+use super::store::{Leader, MemoryLog};
 use super::tests::{config, join_new, join_params, simple_commit, spawn_join, sync};
 
 const PARTITIONS: i32 = 50;
@@ -60,7 +62,7 @@ async fn all_answer(c: &Arc<Coordinator>, group: &str, code: i16) {
     assert_eq!(c.heartbeat(group, "m-1", None, 1).await, code);
     assert_eq!(c.leave(group, &[("m-1".into(), None)]).await.0, code);
     assert_eq!(c.commit(simple_commit(group, 1)).await, Err(code));
-    assert_eq!(c.fetch_offsets(group, None).await.err(), Some(code));
+    assert_eq!(c.fetch_offsets(group, None, false).await.err(), Some(code));
     assert_eq!(
         c.delete_offsets(group, vec![("t".into(), 0)]).await,
         Err(code)
@@ -86,20 +88,21 @@ async fn only_loaded_partitions_are_served() {
     let mut loaded: HashMap<String, Loaded> = HashMap::new();
     for (id, offset) in [(g.to_string(), 17), (other.clone(), 5)] {
         let mut l = Loaded::default();
-        l.offsets.insert(
+        l.offsets.commit(
             ("t".into(), 0),
-            OffsetValue {
+            Committed {
                 offset,
                 leader_epoch: -1,
                 metadata: String::new(),
                 commit_timestamp: 1,
+                record_offset: 0,
             },
         );
         loaded.insert(id, l);
     }
     assert!(!c.finish_load(home(g), 3, HashMap::new()), "a stale load");
     assert!(c.finish_load(home(g), 4, loaded));
-    let f = c.fetch_offsets(g, None).await.unwrap();
+    let f = c.fetch_offsets(g, None, false).await.unwrap();
     assert_eq!(f[0].1[0].offset, 17);
     all_answer(&c, &other, E::NotCoordinator.code()).await;
     let listed: Vec<String> = c.list().await.into_iter().map(|l| l.group_id).collect();
@@ -124,7 +127,10 @@ async fn only_loaded_partitions_are_served() {
             epoch: 5
         }))
     );
-    assert_eq!(c.fetch_offsets(g, None).await.unwrap()[0].1[0].offset, 19);
+    assert_eq!(
+        c.fetch_offsets(g, None, false).await.unwrap()[0].1[0].offset,
+        19
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,6 +17,7 @@
 //! * `membership`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the rebalance and session timers.
 //! * `offsets`: OffsetCommit, OffsetFetch, OffsetDelete.
 //! * `admin`: DescribeGroups, ListGroups, DeleteGroups, offset expiry.
+//! * `txn`: TxnOffsetCommit and the end of transactions (`complete_txn`).
 //!
 //! * `ownership`: in a cluster, which `__consumer_offsets` partitions (and so which groups)
 //!   this broker coordinates.
@@ -28,8 +29,9 @@ mod admin;
 mod membership;
 mod offsets;
 pub mod ownership;
+mod txn;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,14 +42,16 @@ use kafka_protocol::ResponseError as E;
 use tracing::info;
 
 use super::records::{self, Key};
-use super::state::{Committed, Group, JoinResult, Member, State, SyncResult};
-use super::store::{Leader, Loaded, OffsetsLog, Records};
+use super::replay::Loaded;
+use super::state::{Group, JoinResult, Member, State, SyncResult};
+use super::store::{Appended, Leader, OffsetsLog, Records, TxnProducer};
 use crate::broker::now_ms;
 use ownership::Ownership;
 
 pub use admin::{Described, DescribedMember, Listed};
 pub use membership::{JoinParams, SyncParams};
 pub use offsets::{CommitOffset, CommitParams, FetchedOffset};
+pub use txn::TxnCommitParams;
 
 pub type GroupCell = tokio::sync::Mutex<Group>;
 
@@ -86,9 +90,23 @@ struct Groups {
     map: HashMap<String, Arc<GroupCell>>,
     /// None on one node, which coordinates every group.
     owned: Option<Ownership>,
+    /// Producer id → the groups that may hold offsets of its open transactions (a superset:
+    /// the groups' own state says which do). A group's entries change under its lock, or
+    /// while it is not in the map (being installed or unloaded).
+    txns: HashMap<i64, HashSet<String>>,
 }
 
 impl Groups {
+    /// Records the open transactions of a group being installed.
+    fn index_txns(&mut self, group: &str, l: &Loaded) {
+        for (_, producer_id) in l.offsets.open_txns() {
+            self.txns
+                .entry(producer_id)
+                .or_default()
+                .insert(group.to_string());
+        }
+    }
+
     /// Where a write for `group` goes (None on one node), or the error to answer with.
     fn check(&self, group: &str) -> Result<Option<Leader>, i16> {
         let Some(o) = &self.owned else {
@@ -122,6 +140,7 @@ impl Coordinator {
             groups: Mutex::new(Groups {
                 map: HashMap::new(),
                 owned,
+                txns: HashMap::new(),
             }),
             log,
         })
@@ -156,6 +175,19 @@ impl Coordinator {
         self.groups.lock().unwrap().map.values().cloned().collect()
     }
 
+    /// `group` (whose lock the caller holds) no longer has open transactions of `producers`.
+    fn unindex_txns(&self, group: &str, producers: impl IntoIterator<Item = i64>) {
+        let mut g = self.groups.lock().unwrap();
+        for p in producers {
+            if let Some(groups) = g.txns.get_mut(&p) {
+                groups.remove(group);
+                if groups.is_empty() {
+                    g.txns.remove(&p);
+                }
+            }
+        }
+    }
+
     /// Removes a group that is now Dead from the map (the caller holds its lock).
     fn forget(&self, cell: &Arc<GroupCell>, id: &str) {
         let mut g = self.groups.lock().unwrap();
@@ -169,6 +201,17 @@ impl Coordinator {
     /// held it gets NOT_COORDINATOR, and the write goes to its partition in the leader epoch
     /// the coordinator holds.
     async fn write(&self, cell: &Arc<GroupCell>, group: &str, records: Records) -> Result<(), i16> {
+        self.write_at(cell, group, None, records).await.map(|_| ())
+    }
+
+    /// [`Coordinator::write`], transactional for `txn`; answers where the records landed.
+    async fn write_at(
+        &self,
+        cell: &Arc<GroupCell>,
+        group: &str,
+        txn: Option<TxnProducer>,
+        records: Records,
+    ) -> Result<Appended, i16> {
         let at = {
             let g = self.groups.lock().unwrap();
             let at = g.check(group)?;
@@ -177,7 +220,7 @@ impl Coordinator {
             }
             at
         };
-        self.log.append(group, at, records).await
+        self.log.append(group, at, txn, records).await
     }
 
     // ---- loading ---------------------------------------------------------------------------
@@ -189,6 +232,7 @@ impl Coordinator {
         let now = now_ms();
         let mut g = self.groups.lock().unwrap();
         for (id, l) in loaded {
+            g.index_txns(&id, &l);
             let cell = Arc::new(tokio::sync::Mutex::new(restored(&id, l, now)));
             g.map.insert(id, cell);
         }
@@ -254,8 +298,7 @@ impl Coordinator {
         let mut cells = Vec::new();
         {
             let mut g = self.groups.lock().unwrap();
-            let Groups { map, owned } = &mut *g;
-            let Some(o) = owned.as_mut() else {
+            let Some(o) = g.owned.as_mut() else {
                 return false;
             };
             if !o.finish_load(partition, epoch) {
@@ -266,8 +309,9 @@ impl Coordinator {
                 .filter(|(id, _)| o.partition_of(id) == Some(partition))
                 .collect();
             for (id, l) in home {
+                g.index_txns(&id, &l);
                 let cell = Arc::new(tokio::sync::Mutex::new(restored(&id, l, now)));
-                map.insert(id, cell.clone());
+                g.map.insert(id, cell.clone());
                 cells.push(cell);
             }
         }
@@ -299,18 +343,22 @@ impl Coordinator {
     pub fn unload(&self, partition: i32) {
         let gone: Vec<Arc<GroupCell>> = {
             let mut g = self.groups.lock().unwrap();
-            let Groups { map, owned } = &mut *g;
+            let Groups { map, owned, txns } = &mut *g;
             let Some(o) = owned.as_mut() else {
                 return;
             };
             if !o.unload(partition) {
                 return;
             }
-            let ids: Vec<String> = map
+            let ids: HashSet<String> = map
                 .keys()
                 .filter(|id| o.partition_of(id) == Some(partition))
                 .cloned()
                 .collect();
+            txns.retain(|_, groups| {
+                groups.retain(|id| !ids.contains(id));
+                !groups.is_empty()
+            });
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
         if !gone.is_empty() {
@@ -333,11 +381,7 @@ impl Coordinator {
 /// A group as replayed from the log.
 fn restored(id: &str, l: Loaded, now: i64) -> Group {
     let mut g = Group::new(id, now);
-    g.offsets = l
-        .offsets
-        .into_iter()
-        .map(|(k, v)| (k, Committed::from(v)))
-        .collect();
+    g.offsets = l.offsets;
     let Some(v) = l.metadata else {
         return g;
     };

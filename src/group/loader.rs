@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use tracing::warn;
 
 use super::Coordinator;
-use super::store;
+use super::{replay, store};
 use crate::cluster::Partition;
 
 /// How often a load waiting for the high watermark checks whether it is still wanted.
@@ -43,7 +43,7 @@ pub fn became_leader(coordinator: &Arc<Coordinator>, p: Arc<Partition>, count: i
             let _ = tokio::time::timeout(RECHECK, waiter.notified()).await;
         }
         let (index, p2) = (p.index, p.clone());
-        match tokio::task::spawn_blocking(move || store::load_partition(&p2)).await {
+        match tokio::task::spawn_blocking(move || replay::load_partition(&p2)).await {
             Ok(Ok(loaded)) => {
                 coordinator.finish_load(index, epoch, loaded);
             }

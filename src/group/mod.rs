@@ -5,15 +5,19 @@
 //!   `membership` (joins, syncs, heartbeats, leaves, rebalance and session timers), `offsets`
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
 //! * `state`: a group's data (state, members, generation, offsets).
+//! * `offset_state`: a group's committed offsets and those pending in open transactions.
 //! * `records`: the `__consumer_offsets` key and value schemas.
-//! * `store`: the append interface, the broker's implementation over the partition log, and
-//!   loading at start-up.
+//! * `store`: the append interface and the broker's implementation over the partition log.
+//! * `replay`: reading `__consumer_offsets` back into groups (start-up, partition loads),
+//!   transaction markers included.
 //! * `loader`: in a cluster, loading and unloading `__consumer_offsets` partitions as this
 //!   broker's leaderships move.
 
 pub mod coordinator;
 pub mod loader;
+pub mod offset_state;
 pub mod records;
+pub mod replay;
 pub mod state;
 pub mod store;
 
@@ -21,6 +25,8 @@ pub mod store;
 mod cluster_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 pub use coordinator::{Coordinator, GroupConfig};
 pub use state::State;

@@ -1,5 +1,5 @@
 //! The state of one classic group: Kafka's state machine states, members, the generation,
-//! and the group's committed offsets. Pure data plus small queries; the transitions are made
+//! and the group's offsets. Pure data plus small queries; the transitions are made
 //! by the coordinator, which owns each group behind its own lock.
 
 use std::collections::{HashMap, HashSet};
@@ -9,7 +9,8 @@ use kafka_protocol::ResponseError as E;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::records::{GroupValue, MemberValue, OffsetValue};
+use super::offset_state::OffsetState;
+use super::records::{GroupValue, MemberValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -110,25 +111,6 @@ impl Member {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    pub offset: i64,
-    pub leader_epoch: i32,
-    pub metadata: String,
-    pub commit_timestamp: i64,
-}
-
-impl From<OffsetValue> for Committed {
-    fn from(v: OffsetValue) -> Self {
-        Committed {
-            offset: v.offset,
-            leader_epoch: v.leader_epoch,
-            metadata: v.metadata,
-            commit_timestamp: v.commit_timestamp,
-        }
-    }
-}
-
 pub struct Group {
     pub id: String,
     pub state: State,
@@ -150,7 +132,8 @@ pub struct Group {
     /// The initial delay of a rebalance from Empty is running: no early completion.
     pub initial_delay: bool,
     pub next_seq: u64,
-    pub offsets: HashMap<(String, i32), Committed>,
+    /// Committed offsets, and those of open transactions.
+    pub offsets: OffsetState,
 }
 
 impl Group {
@@ -170,7 +153,7 @@ impl Group {
             rebalance_epoch: 0,
             initial_delay: false,
             next_seq: 0,
-            offsets: HashMap::new(),
+            offsets: OffsetState::default(),
         }
     }
 
@@ -226,6 +209,45 @@ impl Group {
             Some(id) => id != member_id,
             None => false,
         }
+    }
+
+    /// Kafka's `validateOffsetCommit` for a group that is not Dead: a commit without a
+    /// generation (-1) to an empty group is a simple consumer's; otherwise a member, static
+    /// instance or generation given must be this group's (UNKNOWN_MEMBER_ID,
+    /// FENCED_INSTANCE_ID, ILLEGAL_GENERATION). A plain commit with none of them needs an
+    /// empty group, and one during CompletingRebalance gets REBALANCE_IN_PROGRESS; a
+    /// transactional commit (TxnOffsetCommit below v3 has no member fields) needs neither.
+    pub fn validate_offset_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        transactional: bool,
+    ) -> Result<(), i16> {
+        if generation < 0 && self.state == State::Empty {
+            return Ok(());
+        }
+        if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            if let Some(inst) = instance_id {
+                match self.statics.get(inst) {
+                    None => return Err(E::UnknownMemberId.code()),
+                    Some(id) if id != member_id => return Err(E::FencedInstanceId.code()),
+                    Some(_) => {}
+                }
+            }
+            if !self.members.contains_key(member_id) {
+                return Err(E::UnknownMemberId.code());
+            }
+            if generation != self.generation {
+                return Err(E::IllegalGeneration.code());
+            }
+        } else if !transactional {
+            return Err(E::UnknownMemberId.code());
+        }
+        if !transactional && self.state == State::CompletingRebalance {
+            return Err(E::RebalanceInProgress.code());
+        }
+        Ok(())
     }
 
     /// Removes a member; a new leader is the longest-standing remaining member.

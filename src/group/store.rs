@@ -2,10 +2,10 @@
 //!
 //! The coordinator talks to an [`OffsetsLog`]: "append these records for this group, answer
 //! once they are in the log". [`TopicLog`] is the broker's implementation (it creates the topic
-//! on first use, encodes a v2 record batch and appends it through the partition like any
-//! produce); [`MemoryLog`] serves the unit tests. [`load`] replays the topic at start-up.
+//! on first use, encodes one v2 record batch per write, transactional for a TxnOffsetCommit,
+//! and appends it through the partition as the coordinator); [`MemoryLog`] serves the unit
+//! tests. `group::replay` reads the topic back.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -14,22 +14,39 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
-use super::records::{self, GroupValue, Key, OffsetValue};
+use super::records;
 use crate::broker::{Broker, now_ms};
 use crate::cluster::controller::NewTopic;
 use crate::cluster::replication::AckStatus;
-use crate::cluster::{Controller, Partition, PartitionError, TopicError, TopicInfo};
+use crate::cluster::{PartitionError, TopicError, TopicInfo};
+use crate::producer::ProducerError;
 
 pub const TOPIC: &str = "__consumer_offsets";
 
 /// (key, value) pairs; a `None` value is a tombstone.
 pub type Records = Vec<(Bytes, Option<Bytes>)>;
-pub type AppendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), i16>> + Send + 'a>>;
+pub type AppendFuture<'a> = Pin<Box<dyn Future<Output = Result<Appended, i16>> + Send + 'a>>;
+
+/// The producer of a transactional write (TxnOffsetCommit): its records form a transactional
+/// batch with this producer id and epoch, pending until the producer's transaction marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub id: i64,
+    pub epoch: i16,
+}
+
+/// Where a write landed: the `__consumer_offsets` partition and its first record's offset
+/// (the others follow it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub partition: i32,
+    pub base_offset: i64,
+}
 
 /// Where a coordinator in a cluster writes a group's records: the group's partition, in the
 /// leader epoch the coordinator loaded it in.
@@ -40,12 +57,14 @@ pub struct Leader {
 }
 
 pub trait OffsetsLog: Send + Sync {
-    /// Appends `records` to the partition of `group` (`at`, in a cluster); resolves once they
-    /// are committed (on one node: written), or to the Kafka error code to answer with.
+    /// Appends `records` to the partition of `group` (`at`, in a cluster), as one batch
+    /// (transactional if `txn` is set); resolves once they are committed (on one node:
+    /// written), or to the Kafka error code to answer with.
     fn append<'a>(
         &'a self,
         group: &'a str,
         at: Option<Leader>,
+        txn: Option<TxnProducer>,
         records: Records,
     ) -> AppendFuture<'a>;
 }
@@ -125,21 +144,32 @@ pub async fn offsets_topic(b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16>
     }
 }
 
-/// Encodes `records` as one uncompressed v2 batch.
-pub fn encode_batch(records: &Records, timestamp: i64) -> anyhow::Result<BytesMut> {
+/// Encodes `records` as one uncompressed v2 batch: without a producer (base sequence -1), or
+/// transactional with the producer's id and epoch at base sequence 0, as Kafka's coordinator
+/// writes them.
+pub fn encode_batch(
+    records: &Records,
+    timestamp: i64,
+    txn: Option<TxnProducer>,
+) -> anyhow::Result<BytesMut> {
+    let (producer_id, producer_epoch, base_sequence) = match txn {
+        Some(t) => (t.id, t.epoch, 0i32),
+        None => (-1, -1, -1),
+    };
     let recs: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, (k, v))| Record {
-            transactional: false,
+            transactional: txn.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // The encoder keeps records in one batch while offset - sequence stays the same.
+            sequence: base_sequence.wrapping_add(i as i32),
             timestamp,
             key: Some(k.clone()),
             value: v.clone(),
@@ -163,13 +193,14 @@ impl OffsetsLog for TopicLog {
         &'a self,
         group: &'a str,
         at: Option<Leader>,
+        txn: Option<TxnProducer>,
         records: Records,
     ) -> AppendFuture<'a> {
         Box::pin(async move {
             let Some(b) = self.broker.upgrade() else {
                 return Err(ResponseError::CoordinatorNotAvailable.code());
             };
-            let mut buf = encode_batch(&records, now_ms()).map_err(|e| {
+            let mut buf = encode_batch(&records, now_ms(), txn).map_err(|e| {
                 warn!("cannot encode {TOPIC} records: {e:#}");
                 ResponseError::UnknownServerError.code()
             })?;
@@ -180,16 +211,44 @@ impl OffsetsLog for TopicLog {
             let topic = self.topic(&b).await?;
             let len = topic.partition_count as i32;
             let n = (*self.spread.get_or_init(|| len)).min(len);
-            let Some(p) = topic.partition(records::partition_for(group, n)) else {
+            let partition = records::partition_for(group, n);
+            let Some(p) = topic.partition(partition) else {
                 return Err(ResponseError::NotCoordinator.code());
             };
-            p.append_as_leader(&mut buf, None, i32::MAX as usize)
-                .map(|_| ())
-                .map_err(|e| {
-                    warn!(group, "append to {TOPIC} failed: {e:?}");
-                    ResponseError::CoordinatorNotAvailable.code()
-                })
+            match p.append_as_coordinator(&mut buf, i32::MAX as usize, 1) {
+                Ok(a) => Ok(Appended {
+                    partition,
+                    base_offset: a.info.first_offset,
+                }),
+                Err(e) => Err(refused(group, partition, e)),
+            }
         })
+    }
+}
+
+/// The answer to a write the partition refused: the producer checks of a transactional
+/// write as they are (INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE), the rest
+/// as Kafka's coordinator maps append errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR once
+/// not the leader).
+fn refused(group: &str, partition: i32, e: PartitionError) -> i16 {
+    match e {
+        PartitionError::NotLeader => ResponseError::NotCoordinator.code(),
+        PartitionError::Producer(ProducerError::InvalidEpoch(m)) => {
+            info!(group, partition, "{TOPIC} write fenced: {m}");
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        PartitionError::Producer(ProducerError::InvalidTxnState(m)) => {
+            info!(group, partition, "{TOPIC} write refused: {m}");
+            ResponseError::InvalidTxnState.code()
+        }
+        e @ PartitionError::NotEnoughReplicas { .. } => {
+            info!(group, partition, "{TOPIC} write refused: {e:?}");
+            ResponseError::CoordinatorNotAvailable.code()
+        }
+        e => {
+            warn!(group, partition, "append to {TOPIC} failed: {e:?}");
+            ResponseError::CoordinatorNotAvailable.code()
+        }
     }
 }
 
@@ -205,7 +264,7 @@ async fn append_committed(
     at: Leader,
     batch: &mut [u8],
     timeout: Duration,
-) -> Result<(), i16> {
+) -> Result<Appended, i16> {
     let not_coordinator = ResponseError::NotCoordinator.code();
     let unavailable = ResponseError::CoordinatorNotAvailable.code();
     let p = b
@@ -216,26 +275,9 @@ async fn append_committed(
     if !p.is_leader() || p.leader_epoch() != at.epoch {
         return Err(not_coordinator);
     }
-    let appended = match p.append_with_acks(batch, None, i32::MAX as usize, -1) {
-        Ok(a) => a,
-        Err(PartitionError::NotLeader) => return Err(not_coordinator),
-        Err(e @ PartitionError::NotEnoughReplicas { .. }) => {
-            info!(
-                group,
-                partition = at.partition,
-                "{TOPIC} write refused: {e:?}"
-            );
-            return Err(unavailable);
-        }
-        Err(e) => {
-            warn!(
-                group,
-                partition = at.partition,
-                "append to {TOPIC} failed: {e:?}"
-            );
-            return Err(unavailable);
-        }
-    };
+    let appended = p
+        .append_as_coordinator(batch, i32::MAX as usize, -1)
+        .map_err(|e| refused(group, at.partition, e))?;
     if appended.leader_epoch != at.epoch {
         // Led again in a newer epoch since the check: this coordinator's state is stale.
         return Err(not_coordinator);
@@ -246,7 +288,12 @@ async fn append_committed(
         let waiter = Arc::new(Notify::new());
         p.add_waiter(&waiter);
         match p.ack_status(required, at.epoch) {
-            Ok(AckStatus::Done) => return Ok(()),
+            Ok(AckStatus::Done) => {
+                return Ok(Appended {
+                    partition: at.partition,
+                    base_offset: appended.info.first_offset,
+                });
+            }
             Ok(AckStatus::Waiting) => {}
             Ok(AckStatus::NotEnoughReplicasAfterAppend) => return Err(unavailable),
             Err(_) => return Err(not_coordinator),
@@ -263,12 +310,14 @@ async fn append_committed(
     }
 }
 
-/// An in-memory log for tests: keeps every append (and where a clustered coordinator aimed
-/// it); `fail` makes appends fail.
+/// An in-memory log for tests: keeps every record appended (and the producer of each
+/// transactional one) and where a clustered coordinator aimed each write; `fail` makes
+/// appends fail. Writes land in partition 0 on one node; a record's offset is its index.
 #[derive(Default)]
 pub struct MemoryLog {
     pub appended: Mutex<Vec<(String, Bytes, Option<Bytes>)>>,
     pub targets: Mutex<Vec<Option<Leader>>>,
+    pub producers: Mutex<Vec<Option<TxnProducer>>>,
     pub fail: std::sync::atomic::AtomicBool,
 }
 
@@ -277,6 +326,7 @@ impl OffsetsLog for MemoryLog {
         &'a self,
         group: &'a str,
         at: Option<Leader>,
+        txn: Option<TxnProducer>,
         records: Records,
     ) -> AppendFuture<'a> {
         Box::pin(async move {
@@ -285,187 +335,16 @@ impl OffsetsLog for MemoryLog {
             }
             self.targets.lock().unwrap().push(at);
             let mut a = self.appended.lock().unwrap();
+            let mut producers = self.producers.lock().unwrap();
+            let base_offset = a.len() as i64;
             for (k, v) in records {
                 a.push((group.to_string(), k, v));
+                producers.push(txn);
             }
-            Ok(())
+            Ok(Appended {
+                partition: at.map_or(0, |l| l.partition),
+                base_offset,
+            })
         })
     }
-}
-
-/// What the log says about one group after replay.
-#[derive(Default, Debug)]
-pub struct Loaded {
-    pub metadata: Option<GroupValue>,
-    pub offsets: HashMap<(String, i32), OffsetValue>,
-}
-
-/// Applies one record to the replayed state (later records win; tombstones delete).
-pub fn apply(state: &mut HashMap<String, Loaded>, key: Bytes, value: Option<Bytes>) {
-    let key = match records::decode_key(key) {
-        Ok(Some(k)) => k,
-        Ok(None) => return,
-        Err(e) => {
-            warn!("{TOPIC}: unreadable key: {e}");
-            return;
-        }
-    };
-    match (key, value) {
-        (
-            Key::Offset {
-                group,
-                topic,
-                partition,
-            },
-            v,
-        ) => match v.map(records::decode_offset) {
-            Some(Ok(v)) => {
-                state
-                    .entry(group)
-                    .or_default()
-                    .offsets
-                    .insert((topic, partition), v);
-            }
-            Some(Err(e)) => warn!(group, "{TOPIC}: unreadable offset value: {e}"),
-            None => {
-                if let Some(g) = state.get_mut(&group) {
-                    g.offsets.remove(&(topic, partition));
-                }
-            }
-        },
-        (Key::Group { group }, v) => match v.map(records::decode_group) {
-            Some(Ok(v)) => state.entry(group).or_default().metadata = Some(v),
-            Some(Err(e)) => warn!(group, "{TOPIC}: unreadable group value: {e}"),
-            None => {
-                // A group tombstone deletes the group; its offsets were tombstoned before it.
-                if let Some(g) = state.get_mut(&group) {
-                    g.metadata = None;
-                }
-            }
-        },
-    }
-}
-
-/// Reads every partition of `__consumer_offsets` from its start to its high watermark.
-///
-/// A group's records are normally all in its own partition. If the topic was grown since they
-/// were written, older ones sit in another partition; then those are applied first and the
-/// group's own partition (where it writes now) last, so the newest state wins.
-pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> {
-    let mut state: HashMap<String, Loaded> = HashMap::new();
-    let Some(topic) = controller.topic(TOPIC) else {
-        return Ok(state);
-    };
-    let n = topic.partitions.len() as i32;
-    let home = |key: &Bytes| match records::decode_key(key.clone()) {
-        Ok(Some(k)) => Some(records::partition_for(k.group(), n)),
-        _ => None,
-    };
-    let mut count = 0usize;
-    let mut moved = false;
-    replay(&topic, |p, k, v| {
-        moved |= home(&k).is_some_and(|h| h != p);
-        apply(&mut state, k, v);
-        count += 1;
-    })?;
-    if moved {
-        info!("{TOPIC}: groups with records outside their partition: replaying them first");
-        state.clear();
-        replay(&topic, |p, k, v| {
-            if home(&k).is_some_and(|h| h != p) {
-                apply(&mut state, k, v)
-            }
-        })?;
-        replay(&topic, |p, k, v| {
-            if home(&k).is_none_or(|h| h == p) {
-                apply(&mut state, k, v)
-            }
-        })?;
-    }
-    state.retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
-    info!(
-        records = count,
-        groups = state.len(),
-        "loaded group metadata and offsets"
-    );
-    Ok(state)
-}
-
-/// The groups in one partition of `__consumer_offsets`, from its log start to its high
-/// watermark (a cluster node that became the partition's leader).
-pub fn load_partition(p: &Partition) -> anyhow::Result<HashMap<String, Loaded>> {
-    let mut state: HashMap<String, Loaded> = HashMap::new();
-    let mut count = 0usize;
-    replay_partition(p, |_, k, v| {
-        apply(&mut state, k, v);
-        count += 1;
-    })?;
-    state.retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
-    tracing::debug!(
-        partition = p.index,
-        records = count,
-        groups = state.len(),
-        "replayed {TOPIC}-{}",
-        p.index
-    );
-    Ok(state)
-}
-
-/// Calls `f(partition, key, value)` for every record of `topic` with a key, in offset order
-/// within each partition, partitions in index order.
-fn replay(topic: &TopicInfo, mut f: impl FnMut(i32, Bytes, Option<Bytes>)) -> anyhow::Result<()> {
-    for p in &topic.partitions {
-        replay_partition(p, &mut f)?;
-    }
-    Ok(())
-}
-
-/// Calls `f(partition, key, value)` for every record of `p` with a key, from its log start
-/// to its high watermark.
-pub fn replay_partition(
-    p: &Partition,
-    mut f: impl FnMut(i32, Bytes, Option<Bytes>),
-) -> anyhow::Result<()> {
-    {
-        let mut offset = p.log_start_offset();
-        let end = p.high_watermark();
-        while offset < end {
-            let slice = p
-                .read(offset, 1 << 20, true)
-                .map_err(|e| anyhow::anyhow!("reading {TOPIC}-{}: {e:?}", p.index))?;
-            if slice.len == 0 {
-                break;
-            }
-            let Some(file) = slice.file else { break };
-            let mut buf = vec![0u8; slice.len];
-            std::os::unix::fs::FileExt::read_exact_at(&*file, &mut buf, slice.position)?;
-            let buf = Bytes::from(buf);
-            let mut pos = 0usize;
-            for h in crate::log::batch::batches(&buf) {
-                let h = h.map_err(|e| anyhow::anyhow!("{TOPIC}-{}: {e}", p.index))?;
-                let whole = buf.slice(pos..pos + h.total_size());
-                pos += h.total_size();
-                offset = h.next_offset();
-                if h.is_control() || h.next_offset() <= p.log_start_offset() {
-                    continue;
-                }
-                if h.compression() != Some(crate::log::Compression::None) {
-                    warn!("{TOPIC}-{}: skipping a compressed batch", p.index);
-                    continue;
-                }
-                let mut b = whole;
-                match RecordBatchDecoder::decode(&mut b) {
-                    Ok(set) => {
-                        for r in set.records {
-                            if let Some(k) = r.key {
-                                f(p.index, k, r.value);
-                            }
-                        }
-                    }
-                    Err(e) => warn!("{TOPIC}-{}: unreadable batch: {e}", p.index),
-                }
-            }
-        }
-    }
-    Ok(())
 }

@@ -1,6 +1,7 @@
 //! State machine tests on a paused tokio clock: the coordinator runs against an in-memory
 //! `__consumer_offsets`, and time only moves when every task is idle (or by `advance`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,8 +13,9 @@ use super::coordinator::{
     CommitOffset, CommitParams, Coordinator, GroupConfig, JoinParams, SyncParams,
 };
 use super::records::{self, Key};
+use super::replay::{Entry, Loaded, Replay};
 use super::state::{JoinResult, State};
-use super::store::{self, MemoryLog};
+use super::store::MemoryLog;
 
 pub(super) fn config(initial_delay_ms: u64) -> GroupConfig {
     GroupConfig {
@@ -26,7 +28,35 @@ pub(super) fn config(initial_delay_ms: u64) -> GroupConfig {
     }
 }
 
-fn coordinator(initial_delay_ms: u64) -> (Arc<Coordinator>, Arc<MemoryLog>) {
+/// The groups a replay of `log` gives (its records at their offsets, read as partition
+/// `partition` of `__consumer_offsets`), with `markers` (producer id, commit) after them.
+pub(super) fn replayed(
+    log: &MemoryLog,
+    partition: i32,
+    markers: &[(i64, bool)],
+) -> HashMap<String, Loaded> {
+    let mut r = Replay::default();
+    let producers = log.producers.lock().unwrap();
+    for (i, (_, k, v)) in log.appended.lock().unwrap().iter().enumerate() {
+        r.apply(Entry::Record {
+            partition,
+            offset: i as i64,
+            producer: producers[i].map(|p| p.id),
+            key: k.clone(),
+            value: v.clone(),
+        });
+    }
+    for &(producer_id, commit) in markers {
+        r.apply(Entry::Marker {
+            partition,
+            producer_id,
+            commit,
+        });
+    }
+    r.finish()
+}
+
+pub(super) fn coordinator(initial_delay_ms: u64) -> (Arc<Coordinator>, Arc<MemoryLog>) {
     let log = Arc::new(MemoryLog::default());
     (Coordinator::new(config(initial_delay_ms), log.clone()), log)
 }
@@ -354,7 +384,7 @@ async fn commits_and_fetches() {
     // A simple consumer (generation -1) creates the group.
     assert_eq!(c.commit(commit("simple", -1, "")).await, Ok(vec![0]));
     let f = c
-        .fetch_offsets("simple", Some(vec![("t".into(), vec![0, 1])]))
+        .fetch_offsets("simple", Some(vec![("t".into(), vec![0, 1])]), false)
         .await
         .unwrap();
     assert_eq!(
@@ -401,16 +431,12 @@ async fn commits_and_fetches() {
         Ok(vec![E::CoordinatorNotAvailable.code()])
     );
     log.fail.store(false, std::sync::atomic::Ordering::SeqCst);
-    let all = c.fetch_offsets("simple", None).await.unwrap();
+    let all = c.fetch_offsets("simple", None, false).await.unwrap();
     assert_eq!(all[0].1[0].offset, 42);
     // Replaying the log gives the same offsets back.
-    let mut replay = std::collections::HashMap::new();
-    for (_, k, v) in log.appended.lock().unwrap().iter() {
-        store::apply(&mut replay, k.clone(), v.clone());
-    }
     let (c2, _) = coordinator(0);
-    c2.install(replay);
-    let f = c2.fetch_offsets("simple", None).await.unwrap();
+    c2.install(replayed(&log, 0, &[]));
+    let f = c2.fetch_offsets("simple", None, false).await.unwrap();
     assert_eq!(f[0].1[0].offset, 42);
     assert_eq!(
         c2.describe("g").await.unwrap().unwrap().state,

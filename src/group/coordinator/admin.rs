@@ -7,8 +7,9 @@ use tracing::info;
 
 use super::{Coordinator, offset_key};
 use crate::broker::now_ms;
+use crate::group::offset_state::Committed;
 use crate::group::records::{self, Key};
-use crate::group::state::{Committed, Member, State};
+use crate::group::state::{Member, State};
 use crate::group::store::Records;
 
 pub struct DescribedMember {
@@ -104,9 +105,12 @@ impl Coordinator {
             State::Empty => {}
             _ => return E::NonEmptyGroup.code(),
         }
+        // Tombstones for the committed offsets and for those only pending in transactions
+        // (the transactions stay open; their markers find nothing), as Kafka.
         let mut records: Records = g
             .offsets
-            .keys()
+            .partitions()
+            .iter()
             .map(|(t, p)| (offset_key(&g.id, t, *p), None))
             .collect();
         records.push((
@@ -118,8 +122,10 @@ impl Coordinator {
         if let Err(e) = self.write(&cell, &g.id, records).await {
             return e;
         }
+        let producers: Vec<i64> = g.offsets.open_txns().map(|(_, p)| p).collect();
         g.offsets.clear();
         g.transition(State::Dead, now_ms());
+        self.unindex_txns(group_id, producers);
         self.forget(&cell, group_id);
         info!(group = group_id, "group deleted");
         0
@@ -127,7 +133,8 @@ impl Coordinator {
 
     /// Expires offsets per `offsets.retention.minutes` (Kafka's rules: an empty group's
     /// offsets once it has been empty that long, a simple group's once not committed that
-    /// long) and deletes empty groups left without offsets.
+    /// long; never one with an offset pending in an open transaction) and deletes empty
+    /// groups left without offsets and without open transactions.
     pub async fn expire_offsets(&self, now: i64) {
         let retention = self.cfg.offsets_retention_ms;
         for cell in self.cells() {
@@ -142,15 +149,18 @@ impl Coordinator {
             let base = |c: &Committed| since.filter(|t| *t > 0).unwrap_or(c.commit_timestamp);
             let expired: Vec<(String, i32)> = g
                 .offsets
+                .committed()
                 .iter()
-                .filter(|(_, c)| now - base(c) >= retention)
+                .filter(|(k, c)| now - base(c) >= retention && !g.offsets.has_pending(k))
                 .map(|(k, _)| k.clone())
                 .collect();
             let mut records: Records = expired
                 .iter()
                 .map(|(t, p)| (offset_key(&g.id, t, *p), None))
                 .collect();
-            let dead = g.state == State::Empty && g.offsets.len() == expired.len();
+            let dead = g.state == State::Empty
+                && g.offsets.committed().len() == expired.len()
+                && !g.offsets.has_open_txns();
             if dead {
                 records.push((
                     records::encode_key(&Key::Group {
@@ -163,7 +173,7 @@ impl Coordinator {
                 continue;
             }
             for k in &expired {
-                g.offsets.remove(k);
+                g.offsets.delete(k);
             }
             if !expired.is_empty() {
                 info!(group = %g.id, count = expired.len(), "expired offsets");

@@ -1,5 +1,6 @@
 //! Committed offsets: OffsetCommit (member and generation checked under the group lock,
-//! answered after the records are written), OffsetFetch and OffsetDelete.
+//! answered after the records are written), OffsetFetch (with require_stable: not while a
+//! transaction holds an offset) and OffsetDelete.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,9 +10,10 @@ use tokio::time::Instant;
 
 use super::{Coordinator, offset_key, session};
 use crate::broker::now_ms;
-use crate::group::records::{self, Key, OffsetValue};
-use crate::group::state::{Committed, State};
-use crate::group::store::Records;
+use crate::group::offset_state::{Committed, TopicPartition};
+use crate::group::records::{self, OffsetValue};
+use crate::group::state::State;
+use crate::group::store::{Appended, Records};
 
 pub struct CommitOffset {
     pub topic: String,
@@ -37,6 +39,67 @@ pub struct FetchedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
+    /// UNSTABLE_OFFSET_COMMIT, or 0.
+    pub error: i16,
+}
+
+/// The offsets of a commit the group accepted: index in the request, partition, value (its
+/// record offset is set once written).
+pub(super) type Accepted = Vec<(usize, TopicPartition, Committed)>;
+
+/// The records of a commit (plain or transactional), one error code per offset (0, or
+/// OFFSET_METADATA_TOO_LARGE for metadata over `offset.metadata.max.bytes`), and the offsets
+/// the records hold, in record order.
+pub(super) fn offset_records(
+    group: &str,
+    offsets: Vec<CommitOffset>,
+    metadata_max_bytes: usize,
+) -> (Vec<i16>, Records, Accepted) {
+    let now = now_ms();
+    let mut codes = vec![0i16; offsets.len()];
+    let mut records: Records = Vec::new();
+    let mut accepted = Vec::new();
+    for (i, o) in offsets.into_iter().enumerate() {
+        let metadata = o.metadata.unwrap_or_default();
+        if metadata.len() > metadata_max_bytes {
+            codes[i] = E::OffsetMetadataTooLarge.code();
+            continue;
+        }
+        let value = OffsetValue {
+            offset: o.offset,
+            leader_epoch: o.leader_epoch,
+            metadata,
+            commit_timestamp: now,
+        };
+        records.push((
+            offset_key(group, &o.topic, o.partition),
+            Some(records::encode_offset(&value)),
+        ));
+        accepted.push((i, (o.topic, o.partition), Committed::from_record(value, -1)));
+    }
+    (codes, records, accepted)
+}
+
+/// The accepted offsets with the offsets of the records that hold them.
+pub(super) fn committed_at(
+    accepted: Accepted,
+    at: Appended,
+) -> impl Iterator<Item = (TopicPartition, Committed)> {
+    accepted
+        .into_iter()
+        .enumerate()
+        .map(move |(j, (_, tp, mut c))| {
+            c.record_offset = at.base_offset + j as i64;
+            (tp, c)
+        })
+}
+
+/// The codes of a commit whose write failed with `code`.
+pub(super) fn failed(mut codes: Vec<i16>, accepted: &Accepted, code: i16) -> Vec<i16> {
+    for (i, _, _) in accepted {
+        codes[*i] = code;
+    }
+    codes
 }
 
 impl Coordinator {
@@ -52,82 +115,35 @@ impl Coordinator {
         if g.state == State::Dead {
             return Err(E::CoordinatorNotAvailable.code());
         }
-        let simple = p.generation < 0 && g.state == State::Empty;
-        if !simple {
-            if p.generation >= 0 || !p.member_id.is_empty() || p.instance_id.is_some() {
-                if g.is_static_fenced(p.instance_id.as_deref(), &p.member_id) {
-                    return Err(E::FencedInstanceId.code());
-                }
-                if p.instance_id
-                    .as_ref()
-                    .is_some_and(|i| !g.statics.contains_key(i))
-                    || !g.members.contains_key(&p.member_id)
-                {
-                    return Err(E::UnknownMemberId.code());
-                }
-                if p.generation != g.generation {
-                    return Err(E::IllegalGeneration.code());
-                }
-            } else if g.state != State::Empty {
-                return Err(E::UnknownMemberId.code());
-            }
-            if g.state == State::CompletingRebalance {
-                return Err(E::RebalanceInProgress.code());
-            }
-            if let Some(m) = g.members.get_mut(&p.member_id) {
-                m.deadline = Instant::now() + session(m);
-            }
+        g.validate_offset_commit(&p.member_id, p.instance_id.as_deref(), p.generation, false)?;
+        if let Some(m) = g.members.get_mut(&p.member_id) {
+            m.deadline = Instant::now() + session(m);
         }
-        let now = now_ms();
-        let mut codes = vec![0i16; p.offsets.len()];
-        let mut records: Records = Vec::new();
-        let mut accepted = Vec::new();
-        for (i, o) in p.offsets.into_iter().enumerate() {
-            let metadata = o.metadata.unwrap_or_default();
-            if metadata.len() > self.cfg.offset_metadata_max_bytes {
-                codes[i] = E::OffsetMetadataTooLarge.code();
-                continue;
-            }
-            let value = OffsetValue {
-                offset: o.offset,
-                leader_epoch: o.leader_epoch,
-                metadata,
-                commit_timestamp: now,
-            };
-            let key = Key::Offset {
-                group: g.id.clone(),
-                topic: o.topic.clone(),
-                partition: o.partition,
-            };
-            records.push((
-                records::encode_key(&key),
-                Some(records::encode_offset(&value)),
-            ));
-            accepted.push((i, (o.topic, o.partition), Committed::from(value)));
-        }
+        let (codes, records, accepted) =
+            offset_records(&g.id, p.offsets, self.cfg.offset_metadata_max_bytes);
         if records.is_empty() {
             return Ok(codes);
         }
-        match self.write(&cell, &g.id, records).await {
-            Ok(()) => {
-                for (_, k, c) in accepted {
-                    g.offsets.insert(k, c);
+        Ok(match self.write_at(&cell, &g.id, None, records).await {
+            Ok(at) => {
+                for (k, c) in committed_at(accepted, at) {
+                    g.offsets.commit(k, c);
                 }
+                codes
             }
-            Err(code) => {
-                for (i, _, _) in accepted {
-                    codes[i] = code;
-                }
-            }
-        }
-        Ok(codes)
+            Err(code) => failed(codes, &accepted, code),
+        })
     }
 
-    /// Committed offsets of `topics` (None: all). An unknown group has none.
+    /// Committed offsets of `topics` (None: all). An unknown group has none. With
+    /// `require_stable`, a partition with an offset pending in an open transaction answers
+    /// UNSTABLE_OFFSET_COMMIT instead (the client retries until the transaction ends); a
+    /// partition with only a pending offset is not among "all".
     pub async fn fetch_offsets(
         &self,
         group_id: &str,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     ) -> Result<Vec<(String, Vec<FetchedOffset>)>, i16> {
         let cell = self.get(group_id)?;
         let g = match &cell {
@@ -138,19 +154,26 @@ impl Coordinator {
             return Err(E::GroupIdNotFound.code());
         }
         let lookup = |t: &str, p: i32| {
-            let c = g.as_ref().and_then(|g| g.offsets.get(&(t.to_string(), p)));
-            match c {
-                Some(c) => FetchedOffset {
+            let tp = (t.to_string(), p);
+            let unstable = require_stable && g.as_ref().is_some_and(|g| g.offsets.has_pending(&tp));
+            match g.as_ref().and_then(|g| g.offsets.get(&tp)) {
+                Some(c) if !unstable => FetchedOffset {
                     partition: p,
                     offset: c.offset,
                     leader_epoch: c.leader_epoch,
                     metadata: c.metadata.clone(),
+                    error: 0,
                 },
-                None => FetchedOffset {
+                _ => FetchedOffset {
                     partition: p,
                     offset: -1,
                     leader_epoch: -1,
                     metadata: String::new(),
+                    error: if unstable {
+                        E::UnstableOffsetCommit.code()
+                    } else {
+                        0
+                    },
                 },
             }
         };
@@ -165,7 +188,7 @@ impl Coordinator {
             None => {
                 let mut by_topic: HashMap<String, Vec<i32>> = HashMap::new();
                 if let Some(g) = &g {
-                    for (t, p) in g.offsets.keys() {
+                    for (t, p) in g.offsets.committed().keys() {
                         by_topic.entry(t.clone()).or_default().push(*p);
                     }
                 }
@@ -210,15 +233,17 @@ impl Coordinator {
                 continue;
             }
             codes.push(0);
-            if g.offsets.contains_key(&(t.clone(), p)) {
-                records.push((offset_key(&g.id, &t, p), None));
-                removed.push((t, p));
+            // A tombstone also for an offset only pending in a transaction, as Kafka.
+            let tp = (t, p);
+            if g.offsets.get(&tp).is_some() || g.offsets.has_pending(&tp) {
+                records.push((offset_key(&g.id, &tp.0, p), None));
+                removed.push(tp);
             }
         }
         if !records.is_empty() {
             self.write(&cell, &g.id, records).await?;
             for k in removed {
-                g.offsets.remove(&k);
+                g.offsets.delete(&k);
             }
         }
         Ok(codes)

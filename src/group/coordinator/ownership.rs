@@ -92,7 +92,12 @@ impl Ownership {
         let Some(p) = self.partition_of(group) else {
             return Err(E::NotCoordinator.code());
         };
-        match self.partitions.get(&p) {
+        self.check_partition(p)
+    }
+
+    /// Whether `partition` is Active here: its leader epoch, or the error to answer with.
+    pub fn check_partition(&self, partition: i32) -> Result<i32, i16> {
+        match self.partitions.get(&partition) {
             Some(Load::Active { epoch }) => Ok(*epoch),
             Some(Load::Loading { .. }) => Err(E::CoordinatorLoadInProgress.code()),
             None => Err(E::NotCoordinator.code()),
@@ -126,9 +131,15 @@ mod tests {
         assert!(o.begin_load(3, 7, 50));
         assert_eq!(o.check(&g), Err(E::CoordinatorLoadInProgress.code()));
         assert_eq!(o.check(&other), Err(E::NotCoordinator.code()));
+        assert_eq!(
+            o.check_partition(3),
+            Err(E::CoordinatorLoadInProgress.code())
+        );
+        assert_eq!(o.check_partition(4), Err(E::NotCoordinator.code()));
         assert!(o.is_loading(3, 7));
         assert!(o.finish_load(3, 7));
         assert_eq!(o.check(&g), Ok(7));
+        assert_eq!(o.check_partition(3), Ok(7));
         assert!(!o.is_loading(3, 7));
     }
 
