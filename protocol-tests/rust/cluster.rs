@@ -2,7 +2,7 @@
 //! empty dirs, brokers register, an RF=3 topic replicates byte for byte, a leader killed with
 //! -9 is replaced from the ISR without losing an acknowledged record, the restarted node
 //! catches up and rejoins the ISR, and acks=all needs min.insync.replicas. Controller-only and
-//! broker-only nodes form a cluster too.
+//! broker-only nodes (given the voters, or bootstrap servers to ask) form a cluster too.
 
 mod common;
 
@@ -299,8 +299,9 @@ fn sigterm_moves_leaderships_away_before_exit() {
 #[test]
 fn controller_only_and_broker_only_nodes_form_a_cluster() {
     // Node 1 is the only voter and serves no clients; nodes 2 and 3 are brokers that follow
-    // the metadata log without voting.
-    let mut c = TestCluster::start_with_roles(&["controller", "broker", "broker"], &[]);
+    // the metadata log without voting, 3 finding the controller through
+    // controller.quorum.bootstrap.servers.
+    let mut c = TestCluster::start_with_roles(&["controller", "broker", "broker:bootstrap"], &[]);
     let m = c.metadata(1).expect("broker 2 answers");
     let mut ids: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
     ids.sort();

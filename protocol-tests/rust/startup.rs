@@ -188,7 +188,8 @@ fn config_errors_name_file_and_line_and_stop_start_up() {
             "process.roles=broker,controller\n",
             vec![],
             "sluice: controller.quorum.voters: with process.roles set, controller.quorum.voters \
-             must list the controllers (id@host:port,...)"
+             must list the controllers (id@host:port,...), or on a broker-only node \
+             controller.quorum.bootstrap.servers (host:port,...)"
                 .to_string(),
         ),
     ];

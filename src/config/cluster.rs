@@ -19,8 +19,12 @@ pub struct Roles {
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
     pub roles: Roles,
-    /// `controller.quorum.voters`: id → `host:port` of its CONTROLLER listener.
+    /// `controller.quorum.voters`: id → `host:port` of its CONTROLLER listener. Empty on a
+    /// broker-only node given `controller.quorum.bootstrap.servers` instead: it asks them.
     pub voters: BTreeMap<i32, String>,
+    /// `controller.quorum.bootstrap.servers` (`host:port` of controllers), when `voters` is
+    /// empty.
+    pub bootstrap_servers: Vec<String>,
     /// The CONTROLLER listener this node binds (controllers only).
     pub controller_listener: Option<Listener>,
     /// `metadata.log.dir`, else the first log dir's `__cluster_metadata-0` (as Kafka).
@@ -116,19 +120,37 @@ pub(super) fn parse(
     if !roles.broker && !roles.controller {
         return Err(p.err("process.roles", "no role given (broker, controller)"));
     }
-    if p.is_set("controller.quorum.bootstrap.servers") && !p.is_set("controller.quorum.voters") {
-        return Err(p.err(
-            "controller.quorum.bootstrap.servers",
-            "a dynamic quorum (voters found through bootstrap servers): not supported by Sluice \
-             yet; list the voters with controller.quorum.voters=id@host:port,...",
-        ));
+    let bootstrap_key = "controller.quorum.bootstrap.servers";
+    let bootstrap_servers: Vec<String> = p
+        .get(bootstrap_key)
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    for b in &bootstrap_servers {
+        if !b
+            .rsplit_once(':')
+            .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok())
+        {
+            return Err(p.err(bootstrap_key, format!("{b:?} is not host:port")));
+        }
     }
     let voters = parse_voters(p)?;
-    if voters.is_empty() {
+    if voters.is_empty() && !bootstrap_servers.is_empty() && roles.controller {
+        return Err(p.err(
+            bootstrap_key,
+            "a dynamic quorum (controllers found through bootstrap servers): not supported by \
+             Sluice yet; list the voters with controller.quorum.voters=id@host:port,... (a \
+             broker-only node may use controller.quorum.bootstrap.servers)",
+        ));
+    }
+    if voters.is_empty() && bootstrap_servers.is_empty() {
         return Err(p.err(
             "controller.quorum.voters",
             "with process.roles set, controller.quorum.voters must list the controllers \
-             (id@host:port,...)",
+             (id@host:port,...), or on a broker-only node \
+             controller.quorum.bootstrap.servers (host:port,...)",
         ));
     }
     if roles.controller != voters.contains_key(&node_id) {
@@ -230,6 +252,7 @@ pub(super) fn parse(
     Ok(Some(ClusterConfig {
         roles,
         voters,
+        bootstrap_servers,
         controller_listener,
         metadata_log_dir,
         inter_broker_listener,

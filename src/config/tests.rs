@@ -337,3 +337,31 @@ fn a_controller_only_node_listens_on_its_controller_listener_alone() {
     assert!(cc.roles.broker && !cc.roles.controller);
     assert!(cc.controller_listener.is_none());
 }
+
+#[test]
+fn a_broker_only_node_may_find_the_controllers_through_bootstrap_servers() {
+    let broker = [
+        ("process.roles", "broker"),
+        ("node.id", "4"),
+        ("listeners", "PLAINTEXT://127.0.0.1:9204"),
+        ("controller.quorum.voters", ""),
+        (
+            "controller.quorum.bootstrap.servers",
+            "127.0.0.1:9301, 127.0.0.1:9302",
+        ),
+    ];
+    let c = cluster_node(&broker).unwrap();
+    let cc = c.cluster.as_ref().unwrap();
+    assert!(cc.voters.is_empty());
+    assert_eq!(cc.bootstrap_servers, ["127.0.0.1:9301", "127.0.0.1:9302"]);
+    // A controller cannot: that is a dynamic quorum.
+    let e = err(cluster_node(&[
+        ("controller.quorum.voters", ""),
+        ("controller.quorum.bootstrap.servers", "127.0.0.1:9301"),
+    ]));
+    assert!(e.contains("a dynamic quorum"), "{e}");
+    let mut bad = broker;
+    bad[4].1 = "nohost";
+    let e = err(cluster_node(&bad));
+    assert!(e.contains("\"nohost\" is not host:port"), "{e}");
+}

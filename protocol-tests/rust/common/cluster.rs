@@ -14,7 +14,8 @@ pub struct Node {
     pub id: i32,
     pub port: u16,
     pub controller_port: u16,
-    /// `process.roles`
+    /// `process.roles`, with `:bootstrap` after `broker` for a broker-only node that finds the
+    /// controllers through `controller.quorum.bootstrap.servers` rather than the voter list.
     pub roles: &'static str,
     child: Option<Child>,
 }
@@ -26,6 +27,10 @@ impl Node {
 
     pub fn is_controller(&self) -> bool {
         self.roles.contains("controller")
+    }
+
+    fn process_roles(&self) -> &str {
+        self.roles.split(':').next().unwrap_or_default()
     }
 }
 
@@ -119,9 +124,20 @@ impl TestCluster {
             )),
             _ => None,
         };
+        let bootstrap: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.is_controller())
+            .map(|n| format!("127.0.0.1:{}", n.controller_port))
+            .collect();
         for s in settings.iter_mut() {
-            if s.starts_with("process.roles=") {
-                *s = format!("process.roles={}", node.roles);
+            if s.starts_with("controller.quorum.voters=") && node.roles.ends_with(":bootstrap") {
+                *s = format!(
+                    "controller.quorum.bootstrap.servers={}",
+                    bootstrap.join(",")
+                );
+            } else if s.starts_with("process.roles=") {
+                *s = format!("process.roles={}", node.process_roles());
             } else if let Some(l) = listeners.as_ref().filter(|_| s.starts_with("listeners=")) {
                 *s = l.clone();
             }

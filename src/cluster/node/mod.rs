@@ -75,11 +75,14 @@ pub async fn start_quorum(
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen on {listen} (the controller listener)"))?;
     let bound = listener.local_addr()?;
-    let voters: BTreeMap<u64, String> = cc
-        .voters
-        .iter()
-        .map(|(id, a)| (*id as u64, a.clone()))
-        .collect();
+    let voters: BTreeMap<u64, String> = if cc.voters.is_empty() {
+        discover_voters(&cc.bootstrap_servers, config.node_id as u64).await
+    } else {
+        cc.voters
+            .iter()
+            .map(|(id, a)| (*id as u64, a.clone()))
+            .collect()
+    };
     let mut qc = QuorumConfig::new(config.node_id as u64, voters, &cc.metadata_log_dir, bound);
     if cc.controller_listener.is_none() {
         qc.advertised = Some(bound.to_string());
@@ -104,6 +107,33 @@ pub async fn start_quorum(
         image,
         service,
     })
+}
+
+/// The voters, asked of `controller.quorum.bootstrap.servers` in turn until one answers (a
+/// broker-only node; every controller knows the voter list).
+async fn discover_voters(bootstrap: &[String], me: u64) -> BTreeMap<u64, String> {
+    let started = tokio::time::Instant::now();
+    let mut next_note = Duration::from_secs(5);
+    loop {
+        for addr in bootstrap {
+            match crate::cluster::quorum::discover_voters(addr, me).await {
+                Ok((voters, _)) => {
+                    info!(bootstrap = addr, voters = ?voters, "found the controllers");
+                    return voters;
+                }
+                Err(e) => tracing::debug!("controller.quorum.bootstrap.servers: {e}"),
+            }
+        }
+        if started.elapsed() >= next_note {
+            info!(
+                "waiting for a controller of controller.quorum.bootstrap.servers ({}) to answer ({}s)",
+                bootstrap.join(","),
+                next_note.as_secs()
+            );
+            next_note += Duration::from_secs(10);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr> {

@@ -74,6 +74,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use network::discover_voters;
 pub use node::Quorum;
 pub use types::NodeId;
 

@@ -16,7 +16,7 @@
 //! after failed attempts. A frame that is too long or does not decode closes that connection
 //! and nothing else.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -30,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::store::StateFile;
 use super::types::{
-    Envelope, Hello, LeaderReply, NodeId, Raft, Request, Response, Welcome, decode, encode,
+    DISCOVER, Envelope, Hello, LeaderReply, NodeId, Raft, Request, Response, Welcome, decode,
+    encode,
 };
 use super::{ControllerService, ServiceError};
 
@@ -88,12 +89,20 @@ pub struct Transport {
     pub cancel: CancellationToken,
     acks: Mutex<HashMap<NodeId, AckTimes>>,
     refused: AtomicU64,
+    /// The configured voters, told to nodes that ask ([`DISCOVER`]).
+    voters: BTreeMap<NodeId, String>,
 }
 
 impl Transport {
-    pub fn new(id: NodeId, max_frame: usize, state: Arc<StateFile>) -> Arc<Transport> {
+    pub fn new(
+        id: NodeId,
+        max_frame: usize,
+        state: Arc<StateFile>,
+        voters: BTreeMap<NodeId, String>,
+    ) -> Arc<Transport> {
         Arc::new(Transport {
             id,
+            voters,
             max_frame,
             state,
             raft: OnceLock::new(),
@@ -253,6 +262,16 @@ impl Transport {
             .ok_or("closed before the handshake")?
             .map_err(|e| format!("bad handshake frame: {e}"))?;
         let hello: Hello = decode(&first).map_err(|e| format!("malformed handshake: {e}"))?;
+        if hello.to == DISCOVER {
+            let answer = Welcome::Voters {
+                cluster_id: self.cluster_id(),
+                voters: self.voters.iter().map(|(i, a)| (*i, a.clone())).collect(),
+            };
+            return writer
+                .send(Bytes::from(encode(&answer)))
+                .await
+                .map_err(|e| e.to_string());
+        }
         let welcome = match self.check_hello(&hello) {
             Ok(cluster_id) => Welcome::Accepted { cluster_id },
             Err(reason) => {
@@ -523,6 +542,9 @@ impl Peer {
                 }
             }
             Ok(Welcome::Refused { reason }) => return Err(refuse(reason)),
+            Ok(Welcome::Voters { .. }) => {
+                return Err(unreachable("answered as to a discovery".into()));
+            }
             Err(e) => return Err(unreachable(format!("malformed handshake answer: {e}"))),
         }
 
@@ -573,5 +595,43 @@ impl Peer {
             c.pending.lock().unwrap().clear();
         });
         Ok(conn)
+    }
+}
+
+/// Asks the node at `addr` which voters it knows (a broker-only node started with
+/// `controller.quorum.bootstrap.servers` instead of `controller.quorum.voters`): (voters, the
+/// node's cluster id).
+pub async fn discover_voters(
+    addr: &str,
+    from: NodeId,
+) -> Result<(BTreeMap<NodeId, String>, Option<String>), String> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("connect to {addr} timed out"))?
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
+    let (r, w) = stream.into_split();
+    let mut reader = FramedRead::new(r, codec(1 << 20));
+    let mut writer = FramedWrite::new(w, codec(1 << 20));
+    let hello = Hello {
+        cluster_id: None,
+        from,
+        to: DISCOVER,
+    };
+    writer
+        .send(Bytes::from(encode(&hello)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(HANDSHAKE_TIMEOUT, reader.next())
+        .await
+        .map_err(|_| format!("{addr}: no answer"))?
+        .ok_or_else(|| format!("{addr}: closed"))?
+        .map_err(|e| e.to_string())?;
+    match decode::<Welcome>(&answer) {
+        Ok(Welcome::Voters { cluster_id, voters }) if !voters.is_empty() => {
+            Ok((voters.into_iter().collect(), cluster_id))
+        }
+        Ok(Welcome::Voters { .. }) => Err(format!("{addr} knows no voters")),
+        Ok(_) => Err(format!("{addr}: not a discovery answer")),
+        Err(e) => Err(format!("{addr}: malformed answer: {e}")),
     }
 }

@@ -105,7 +105,7 @@ impl Quorum {
         let log = LogStore::open(&config.dir, state.clone(), config.segment_bytes, Some(lock))?;
         let sm = SmStore::open(&config.dir, state_machine)?;
         let max_frame = config.max_frame_bytes.max(config.max_record_bytes * 2);
-        let transport = Transport::new(id, max_frame, state.clone());
+        let transport = Transport::new(id, max_frame, state.clone(), config.voters.clone());
         let network = NetworkFactory {
             transport: transport.clone(),
         };

@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 /// Node ids are Kafka's `node.id`.
 pub type NodeId = u64;
 
+/// [`Hello::to`] of a node that does not know whom it dials: a broker-only node given
+/// `controller.quorum.bootstrap.servers` asks for the voters ([`Welcome::Voters`]).
+pub const DISCOVER: NodeId = NodeId::MAX;
+
 /// One replicated record: opaque bytes handed to [`super::StateMachine::apply`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record(pub Vec<u8>);
@@ -67,6 +71,12 @@ pub enum Welcome {
     Accepted { cluster_id: Option<String> },
     /// Refused (another cluster, or not the node the sender meant); the connection is closed.
     Refused { reason: String },
+    /// The answer to a [`DISCOVER`] hello: the voters this node knows (id, `host:port`) and its
+    /// cluster id; the connection is closed.
+    Voters {
+        cluster_id: Option<String>,
+        voters: Vec<(NodeId, String)>,
+    },
 }
 
 /// Every frame after the handshake.
