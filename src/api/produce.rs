@@ -16,6 +16,14 @@
 //! by then answers NOT_ENOUGH_REPLICAS_AFTER_APPEND, one whose leadership moved
 //! NOT_LEADER_OR_FOLLOWER. On a cluster of one the ISR is the leader, so the high watermark
 //! passes at the append. From v13 topics are named by id.
+//!
+//! Transactions (Kafka 4.4's KafkaApis and producer state rules): a request holding a
+//! transactional batch but no transactional id is refused whole, every partition
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED, nothing written. Per partition, a transactional
+//! batch opens (or continues) its producer's transaction; an epoch below the producer's
+//! current one is INVALID_PRODUCER_EPOCH, a non-transactional batch from a producer inside a
+//! transaction INVALID_TXN_STATE, and a control batch (markers are the coordinator's)
+//! INVALID_RECORD.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +122,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: ProduceRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let acks = req.acks;
+    if req.transactional_id.is_none() && has_transactional_records(&req) {
+        if acks == 0 {
+            return Ok(None);
+        }
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return super::respond(&ctx, &refused(&req, v, code));
+    }
     let mut resp = ProduceResponse::default();
     let mut scratch = BytesMut::new();
     let mut pending = Vec::new();
@@ -198,6 +213,34 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         add_leader_hints(&b, &mut resp);
     }
     super::respond(&ctx, &resp)
+}
+
+/// Whether any batch of the request is transactional.
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    let batches = req.topic_data.iter().flat_map(|t| &t.partition_data);
+    batches
+        .filter_map(|p| p.records.as_deref())
+        .any(|r| crate::log::batch::batches(r).any(|h| h.is_ok_and(|h| h.is_transactional())))
+}
+
+/// The whole request answered with `code` for every partition.
+fn refused(req: &ProduceRequest, v: i16, code: i16) -> ProduceResponse {
+    let mut resp = ProduceResponse::default();
+    for td in &req.topic_data {
+        let mut tr = TopicProduceResponse::default();
+        if v >= 13 {
+            tr.topic_id = td.topic_id;
+        } else {
+            tr.name = td.name.clone();
+        }
+        tr.partition_responses = td
+            .partition_data
+            .iter()
+            .map(|pd| partition_result(pd.index, code))
+            .collect();
+        resp.responses.push(tr);
+    }
+    resp
 }
 
 fn error_message(e: &PartitionError, topic: &str, index: i32) -> Option<String> {
