@@ -219,8 +219,16 @@ fn write_open_transaction(c: &mut Client) -> (i64, i16) {
     );
     assert_eq!(produce(c, batch(&["c"], None, false)), (0, 4));
     // Inside its transaction the producer may not write outside it; nor may a client write a
-    // control batch.
-    let (err, _) = produce(c, batch(&["x"], Some((pid, epoch, 2)), false));
+    // control batch, or an older epoch. Kafka answers these with the log start offset and
+    // no message.
+    let refused = |c: &mut Client, records| {
+        let resp = produce_as(c, records, Some("txnlog-producer"));
+        let p = resp.responses[0].partition_responses[0].clone();
+        assert_eq!((p.base_offset, p.log_start_offset), (-1, 0));
+        assert_eq!(p.error_message, None);
+        p.error_code
+    };
+    let err = refused(c, batch(&["x"], Some((pid, epoch, 2)), false));
     assert_eq!(err, ResponseError::InvalidTxnState.code());
     let marker = batch_of(
         [(Some(vec![0, 0, 0, 1]), Some(vec![0, 0, 0, 0, 0, 0]))].into_iter(),
@@ -230,7 +238,12 @@ fn write_open_transaction(c: &mut Client) -> (i64, i16) {
         true,
         true,
     );
-    assert_eq!(produce(c, marker).0, ResponseError::InvalidRecord.code());
+    assert_eq!(refused(c, marker), ResponseError::InvalidRecord.code());
+    let stale = batch(&["x"], Some((pid, epoch - 1, 2)), true);
+    assert_eq!(
+        refused(c, stale),
+        ResponseError::InvalidProducerEpoch.code()
+    );
     // Transactional batches come with a transactional id, or the request is refused.
     let resp = produce_as(c, batch(&["t3"], Some((pid, epoch, 2)), true), None);
     let p = &resp.responses[0].partition_responses[0];

@@ -195,7 +195,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 }
                 Err(e) => {
                     let mut r = partition_result(pd.index, super::errors::partition_error_code(&e));
-                    if v >= 8 {
+                    if let PartitionError::Producer(_) = e {
+                        // Kafka answers the producer-state and batch-attribute refusals
+                        // (epoch, sequence, transaction state, control batches) with the log
+                        // start offset and no message.
+                        r.log_start_offset = p.log_start_offset();
+                    } else if v >= 8 {
                         r.error_message =
                             error_message(&e, t.name.as_ref(), pd.index).map(StrBytes::from_string);
                     }
@@ -246,7 +251,6 @@ fn refused(req: &ProduceRequest, v: i16, code: i16) -> ProduceResponse {
 fn error_message(e: &PartitionError, topic: &str, index: i32) -> Option<String> {
     match e {
         PartitionError::Append(a) => Some(a.to_string()),
-        PartitionError::Producer(p) => Some(p.to_string()),
         PartitionError::NotEnoughReplicas { isr, min_isr } => Some(format!(
             "The size of the current ISR {isr:?} is insufficient to satisfy the min.isr \
              requirement of {min_isr} for partition {topic}-{index}"
