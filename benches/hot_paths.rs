@@ -350,6 +350,7 @@ fn bench_fetch(c: &mut Criterion) {
                     last_stable_offset: 1_000_000,
                     log_start_offset: 0,
                     records: Some((file.clone(), 4096, 8192)),
+                    aborted_transactions: None,
                     diverging_epoch: None,
                     current_leader: None,
                     preferred_read_replica: -1,

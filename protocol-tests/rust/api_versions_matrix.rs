@@ -350,6 +350,14 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.topics = Some(vec![t]);
             built::<_, DescribeLogDirsResponse>(r)
         }
+        ApiKey::DescribeProducers => {
+            let mut t = describe_producers_request::TopicRequest::default();
+            t.name = topic_name(TOPIC);
+            t.partition_indexes = vec![0];
+            let mut r = DescribeProducersRequest::default();
+            r.topics = vec![t];
+            built::<_, DescribeProducersResponse>(r)
+        }
         ApiKey::ElectLeaders => {
             let mut t = ElectTopicPartitions::default();
             t.topic = topic_name(TOPIC);

@@ -2,7 +2,13 @@
 //!
 //! Reads whole record batches from each partition, up to its partition_max_bytes and the
 //! request's max_bytes (the first batch found is always returned, so a consumer can make
-//! progress past a large batch), never beyond the high watermark. Waits up to max_wait_ms for
+//! progress past a large batch), never beyond the high watermark; with isolation_level 1
+//! (read_committed) never beyond the last stable offset, and aborted_transactions lists the
+//! aborted transactions (producer id, first offset) overlapping the records read (from the
+//! partitions' transaction indexes, as Kafka's collectAbortedTransactions; an empty list when
+//! nothing was read; null for read_uncommitted, errors and follower fetches). Control
+//! batches (transaction markers) are returned like other batches; consumers skip them.
+//! Every answer carries the partition's last stable offset. Waits up to max_wait_ms for
 //! min_bytes to accumulate, woken by appends. OFFSET_OUT_OF_RANGE outside
 //! [log start, log end]. From v13 topics are named by id (UNKNOWN_TOPIC_ID for an unknown id).
 //! Fetch sessions (KIP-227) are declined: session_id 0 makes every fetch a full one, which
@@ -57,6 +63,9 @@ pub struct PartitionOut {
     pub log_start_offset: i64,
     /// A region of a segment file holding whole batches.
     pub records: Option<(Arc<File>, u64, usize)>,
+    /// read_committed: (producer id, first offset) of the aborted transactions overlapping
+    /// the records (None: null, as for read_uncommitted).
+    pub aborted_transactions: Option<Vec<(i64, i64)>>,
     /// (epoch, end offset) when the fetcher's log diverges (v12+ tagged field 0).
     pub diverging_epoch: Option<(i32, i64)>,
     /// KIP-951: (leader, leader epoch) when this replica does not lead (v12+ tagged field 1).
@@ -114,7 +123,17 @@ pub fn encode_response(
             if v >= 5 {
                 buf.put_i64(p.log_start_offset);
             }
-            put_null_array(buf, flex); // aborted_transactions: none (read uncommitted)
+            match &p.aborted_transactions {
+                None => put_null_array(buf, flex),
+                Some(list) => {
+                    put_array_len(buf, list.len(), flex);
+                    for (producer_id, first_offset) in list {
+                        buf.put_i64(*producer_id);
+                        buf.put_i64(*first_offset);
+                        put_no_tags(buf, flex);
+                    }
+                }
+            }
             if v >= 11 {
                 buf.put_i32(p.preferred_read_replica);
             }
@@ -318,8 +337,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 p.add_waiter(&waiter);
             }
         }
-        let (outs, bytes, errors) =
-            read_all(&wanted, max_bytes, replica, b.cluster().map(|c| &**c));
+        let fetcher = Fetcher {
+            replica,
+            read_committed: replica.is_none() && req.isolation_level == 1,
+            cluster: b.cluster().map(|c| &**c),
+        };
+        let (outs, bytes, errors) = read_all(&wanted, max_bytes, fetcher);
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline;
         if done {
             for t in &mut topics {
@@ -335,13 +358,19 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     }
 }
 
-/// Reads every wanted partition, for a consumer or for follower `replica`; returns the
-/// outputs, bytes found and whether any errored.
+/// Who fetches: follower `replica` or a consumer (read_committed or not).
+#[derive(Clone, Copy)]
+struct Fetcher<'a> {
+    replica: Option<i32>,
+    read_committed: bool,
+    cluster: Option<&'a crate::cluster::node::ClusterNode>,
+}
+
+/// Reads every wanted partition; returns the outputs, bytes found and whether any errored.
 fn read_all(
     wanted: &[Wanted],
     max_bytes: usize,
-    replica: Option<i32>,
-    cluster: Option<&crate::cluster::node::ClusterNode>,
+    fetcher: Fetcher<'_>,
 ) -> (Vec<PartitionOut>, usize, bool) {
     let mut outs = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
@@ -354,6 +383,7 @@ fn read_all(
             last_stable_offset: -1,
             log_start_offset: -1,
             records: None,
+            aborted_transactions: None,
             diverging_epoch: None,
             current_leader: None,
             preferred_read_replica: -1,
@@ -372,7 +402,7 @@ fn read_all(
             Err(code) => Err(*code),
             Ok(p) => {
                 let limit = w.max_bytes.min(max_bytes.saturating_sub(total));
-                read_one(p, w, limit, total == 0, replica, cluster)
+                read_one(p, w, limit, total == 0, fetcher)
                     .map(|read| (p, read))
                     .map_err(|e| super::errors::partition_error_code(&e))
             }
@@ -383,6 +413,9 @@ fn read_all(
                 out.last_stable_offset = p.last_stable_offset();
                 out.log_start_offset = p.log_start_offset();
                 out.diverging_epoch = diverging;
+                out.aborted_transactions = slice
+                    .aborted
+                    .map(|a| a.iter().map(|t| (t.producer_id, t.first_offset)).collect());
                 if let Some(file) = slice.file
                     && slice.len > 0
                 {
@@ -403,15 +436,20 @@ fn read_all(
 type Read = (crate::cluster::partition::FetchSlice, Option<(i32, i64)>);
 
 /// One partition's read: a follower's up to the log end (recording its fetch offset), a
-/// consumer's up to the high watermark; none when the fetcher's log diverges.
+/// consumer's up to the high watermark (read_committed: the last stable offset, with the
+/// aborted transactions); none when the fetcher's log diverges.
 fn read_one(
     p: &Arc<Partition>,
     w: &Wanted,
     limit: usize,
     min_one_batch: bool,
-    replica: Option<i32>,
-    cluster: Option<&crate::cluster::node::ClusterNode>,
+    fetcher: Fetcher<'_>,
 ) -> Result<Read, crate::cluster::PartitionError> {
+    let Fetcher {
+        replica,
+        read_committed,
+        cluster,
+    } = fetcher;
     if let Some(replica) = replica {
         let fetch = FollowerFetch {
             offset: w.fetch_offset,
@@ -435,12 +473,13 @@ fn read_one(
         p.check_epoch(w.current_leader_epoch)?;
     }
     if let Some(d) = p.diverging_epoch(w.last_fetched_epoch, w.fetch_offset)? {
-        let none = crate::cluster::partition::FetchSlice {
-            file: None,
-            position: 0,
-            len: 0,
-        };
-        return Ok((none, Some(d)));
+        return Ok((crate::cluster::partition::FetchSlice::empty(), Some(d)));
+    }
+    if read_committed {
+        return Ok((
+            p.read_committed(w.fetch_offset, limit, min_one_batch)?,
+            None,
+        ));
     }
     Ok((p.read(w.fetch_offset, limit, min_one_batch)?, None))
 }
@@ -492,6 +531,7 @@ mod tests {
                         last_stable_offset: 42,
                         log_start_offset: 3,
                         records: Some((file.clone(), 5, payload.len())),
+                        aborted_transactions: Some(vec![(7, 30), (9, 33)]),
                         diverging_epoch: None,
                         current_leader: None,
                         preferred_read_replica: -1,
@@ -503,6 +543,7 @@ mod tests {
                         last_stable_offset: -1,
                         log_start_offset: -1,
                         records: None,
+                        aborted_transactions: None,
                         diverging_epoch: Some((3, 120)),
                         current_leader: None,
                         preferred_read_replica: -1,
@@ -531,7 +572,18 @@ mod tests {
             if v >= 5 {
                 p0.log_start_offset = 3;
             }
-            p0.aborted_transactions = None;
+            p0.aborted_transactions = Some(
+                [(7, 30), (9, 33)]
+                    .into_iter()
+                    .map(|(pid, first)| {
+                        let mut a =
+                            kafka_protocol::messages::fetch_response::AbortedTransaction::default();
+                        a.producer_id = kafka_protocol::messages::ProducerId(pid);
+                        a.first_offset = first;
+                        a
+                    })
+                    .collect(),
+            );
             if v >= 11 {
                 p0.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
             }

@@ -1,9 +1,11 @@
 //! ListOffsets (key 2), versions 1-10.
 //!
-//! Timestamps: -1 latest (the high watermark), -2 earliest (log start), -3 max timestamp (v7+),
-//! -4 earliest local (v8+, the log start: all data is local), -5 latest tiered (v9+, none: -1);
-//! any other value finds the first record whose timestamp is at or after it through the time
-//! index.
+//! Timestamps: -1 latest (the high watermark; with isolation_level 1, read_committed, v2+: the
+//! last stable offset), -2 earliest (log start), -3 max timestamp (v7+), -4 earliest local
+//! (v8+, the log start: all data is local), -5 latest tiered (v9+, none: -1); any other value
+//! finds the first record whose timestamp is at or after it through the time index. As
+//! Kafka's `fetchOffsetForTimestamp`, a record found for -3 or a timestamp at or past the last
+//! fetchable offset (the high watermark, or the LSO for read_committed) is not answered.
 
 use std::sync::Arc;
 
@@ -26,15 +28,26 @@ pub const SPEC: ApiSpec = ApiSpec {
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 
-fn lookup(p: &Partition, ts: i64, epoch_check: i32) -> Result<(i64, i64, i32), PartitionError> {
+fn lookup(
+    p: &Partition,
+    ts: i64,
+    epoch_check: i32,
+    read_committed: bool,
+) -> Result<(i64, i64, i32), PartitionError> {
     p.check_epoch(epoch_check)?;
     let epoch = p.replica_state().leader_epoch;
+    let last_fetchable = if read_committed {
+        p.last_stable_offset()
+    } else {
+        p.high_watermark()
+    };
+    let fetchable = |found: Option<(i64, i64)>| found.filter(|(_, o)| *o < last_fetchable);
     let found = match ts {
-        -1 => Some((-1, p.high_watermark())),
+        -1 => Some((-1, last_fetchable)),
         -2 | -4 => Some((-1, p.log_start_offset())),
-        -3 => p.max_timestamp()?,
+        -3 => fetchable(p.max_timestamp()?),
         -5 => None,
-        ts => p.offset_for_timestamp(ts)?,
+        ts => fetchable(p.offset_for_timestamp(ts)?),
     };
     Ok(match found {
         Some((t, o)) => (t, o, epoch),
@@ -45,6 +58,7 @@ fn lookup(p: &Partition, ts: i64, epoch_check: i32) -> Result<(i64, i64, i32), P
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ListOffsetsRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
+    let read_committed = v >= 2 && req.isolation_level == 1;
     let mut resp = ListOffsetsResponse::default();
     for rt in req.topics {
         let topic = b.controller.topic(rt.name.0.as_str());
@@ -72,6 +86,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     p,
                     rp.timestamp,
                     if v >= 4 { rp.current_leader_epoch } else { -1 },
+                    read_committed,
                 ) {
                     Ok((t, o, e)) => {
                         pr.timestamp = t;

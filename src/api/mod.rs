@@ -25,6 +25,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_transactions;
 pub mod elect_leaders;
@@ -104,6 +105,7 @@ pub static APIS: &[ApiSpec] = &[
     describe_cluster::SPEC,
     // issue 4: producer
     init_producer_id::SPEC,
+    describe_producers::SPEC,
     describe_configs::SPEC,
     offset_for_leader_epoch::SPEC,
     // Consumer groups (issue 3).

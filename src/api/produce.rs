@@ -17,6 +17,14 @@
 //! NOT_LEADER_OR_FOLLOWER. On a cluster of one the ISR is the leader, so the high watermark
 //! passes at the append. From v13 topics are named by id.
 //!
+//! Transactions (Kafka 4.4's KafkaApis and producer state rules): a request holding a
+//! transactional batch but no transactional id is refused whole, every partition
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED, nothing written. Per partition, a transactional
+//! batch opens (or continues) its producer's transaction; an epoch below the producer's
+//! current one is INVALID_PRODUCER_EPOCH, a non-transactional batch from a producer inside a
+//! transaction INVALID_TXN_STATE, and a control batch (markers are the coordinator's)
+//! INVALID_RECORD.
+//!
 //! Transactional batches (KIP-890, `txn::verify`): where the producer has no transaction
 //! open, the partition is first verified with the transaction coordinator (v3-11: refused
 //! with INVALID_TXN_STATE if the producer did not add it; v11 may see
@@ -120,9 +128,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     }
     let req: ProduceRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
-    // KIP-890: transactional writes to partitions not (yet) in the transaction.
-    let refused = crate::txn::verify::for_produce(&b, &req, v).await;
     let acks = req.acks;
+    if req.transactional_id.is_none() && has_transactional_records(&req) {
+        if acks == 0 {
+            return Ok(None);
+        }
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return super::respond(&ctx, &refused(&req, v, code));
+    }
+    // KIP-890: transactional writes to partitions not (yet) in the transaction.
+    let unverified = crate::txn::verify::for_produce(&b, &req, v).await;
     let mut resp = ProduceResponse::default();
     let mut scratch = BytesMut::new();
     let mut pending = Vec::new();
@@ -164,7 +179,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     continue;
                 }
             };
-            if let Some((code, message)) = refused.get(&(t.name.to_string(), pd.index)) {
+            if let Some((code, message)) = unverified.get(&(t.name.to_string(), pd.index)) {
                 let mut r = partition_result(pd.index, *code);
                 if v >= 8 {
                     r.error_message = message.clone().map(StrBytes::from_string);
@@ -197,7 +212,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 }
                 Err(e) => {
                     let mut r = partition_result(pd.index, super::errors::partition_error_code(&e));
-                    if v >= 8 {
+                    if let PartitionError::Producer(_) = e {
+                        // Kafka answers the producer-state and batch-attribute refusals
+                        // (epoch, sequence, transaction state, control batches) with the log
+                        // start offset and no message.
+                        r.log_start_offset = p.log_start_offset();
+                    } else if v >= 8 {
                         r.error_message =
                             error_message(&e, t.name.as_ref(), pd.index).map(StrBytes::from_string);
                     }
@@ -217,10 +237,37 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     super::respond(&ctx, &resp)
 }
 
+/// Whether any batch of the request is transactional.
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    let batches = req.topic_data.iter().flat_map(|t| &t.partition_data);
+    batches
+        .filter_map(|p| p.records.as_deref())
+        .any(|r| crate::log::batch::batches(r).any(|h| h.is_ok_and(|h| h.is_transactional())))
+}
+
+/// The whole request answered with `code` for every partition.
+fn refused(req: &ProduceRequest, v: i16, code: i16) -> ProduceResponse {
+    let mut resp = ProduceResponse::default();
+    for td in &req.topic_data {
+        let mut tr = TopicProduceResponse::default();
+        if v >= 13 {
+            tr.topic_id = td.topic_id;
+        } else {
+            tr.name = td.name.clone();
+        }
+        tr.partition_responses = td
+            .partition_data
+            .iter()
+            .map(|pd| partition_result(pd.index, code))
+            .collect();
+        resp.responses.push(tr);
+    }
+    resp
+}
+
 fn error_message(e: &PartitionError, topic: &str, index: i32) -> Option<String> {
     match e {
         PartitionError::Append(a) => Some(a.to_string()),
-        PartitionError::Producer(p) => Some(p.to_string()),
         PartitionError::NotEnoughReplicas { isr, min_isr } => Some(format!(
             "The size of the current ISR {isr:?} is insufficient to satisfy the min.isr \
              requirement of {min_isr} for partition {topic}-{index}"

@@ -16,6 +16,8 @@
 //! * `<base>.timeindex`: 12-byte entries `[timestamp: i64 BE][offset - base: u32 BE]`
 //!   written alongside offset index entries when the largest timestamp seen
 //!   has grown, plus a final one when the segment stops being active.
+//! * `<base>.txnindex`: the aborted transactions whose ABORT markers are in the segment,
+//!   34-byte entries (Kafka's format, [`txn_index`]); created at the first entry.
 //!
 //! All files are append-only and exactly sized (no preallocation). The last
 //! segment is the active one; older segments are fdatasync'd when the log
@@ -41,6 +43,7 @@ pub mod offset_index;
 pub mod partition_log;
 pub mod segment;
 pub mod time_index;
+pub mod txn_index;
 
 pub use batch::{BatchError, BatchHeader, RecordInfo, validate_for_append};
 pub use compression::Compression;
@@ -48,3 +51,4 @@ pub use control::EndTxnMarker;
 pub use dir_lock::DirLock;
 pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, ReadSlice, now_ms};
 pub use segment::Segment;
+pub use txn_index::AbortedTxn;

@@ -1,4 +1,5 @@
-//! One log segment: `<base>.log` plus its `.index` and `.timeindex`.
+//! One log segment: `<base>.log` plus its `.index`, `.timeindex` and `.txnindex` (the last
+//! only once an aborted transaction's marker is in the segment).
 //!
 //! The `.log` file is shared as an `Arc<File>`: readers keep their own handle,
 //! so a segment deleted by retention stays readable by them. All file access
@@ -18,6 +19,7 @@ use super::batch::{self, BatchHeader, HEADER_SIZE};
 use super::offset_index::OffsetIndex;
 use super::partition_log::LogConfig;
 use super::time_index::TimeIndex;
+use super::txn_index::{TXN_INDEX_SUFFIX, TxnIndex};
 
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
@@ -33,11 +35,17 @@ pub fn file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}{suffix}")
 }
 
-/// Splits a segment file name into base offset and suffix (`.log`, `.index`, `.timeindex`).
+/// Splits a segment file name into base offset and suffix (`.log`, `.index`, `.timeindex`,
+/// `.txnindex`).
 pub fn parse_file_name(name: &str) -> Option<(i64, &'static str)> {
-    let (stem, suffix) = [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
-        .iter()
-        .find_map(|s| name.strip_suffix(s).map(|stem| (stem, *s)))?;
+    let (stem, suffix) = [
+        LOG_SUFFIX,
+        INDEX_SUFFIX,
+        TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
+    ]
+    .iter()
+    .find_map(|s| name.strip_suffix(s).map(|stem| (stem, *s)))?;
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -111,6 +119,7 @@ pub struct Segment {
     next_offset: i64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: TxnIndex,
     index_interval_bytes: u64,
     bytes_since_last_index_entry: u64,
     /// When the roll timer started: wall clock of the first append, or after a
@@ -130,8 +139,7 @@ impl Segment {
         log: File,
         log_path: PathBuf,
         size: u64,
-        idx: OffsetIndex,
-        tidx: TimeIndex,
+        (idx, tidx, txn_index): (OffsetIndex, TimeIndex, TxnIndex),
         cfg: &LogConfig,
     ) -> Segment {
         Segment {
@@ -142,6 +150,7 @@ impl Segment {
             next_offset: base_offset,
             offset_index: idx,
             time_index: tidx,
+            txn_index,
             index_interval_bytes: cfg.index_interval_bytes as u64,
             bytes_since_last_index_entry: 0,
             roll_base_ms: None,
@@ -163,13 +172,13 @@ impl Segment {
         File::create(&tidx_path)?;
         let idx = OffsetIndex::open(&idx_path, base_offset, cfg.segment_index_bytes as usize)?;
         let tidx = TimeIndex::open(&tidx_path, base_offset, cfg.segment_index_bytes as usize)?;
+        let txn = TxnIndex::create(dir.join(file_name(base_offset, TXN_INDEX_SUFFIX)))?;
         Ok(Self::assemble(
             base_offset,
             log,
             log_path,
             0,
-            idx,
-            tidx,
+            (idx, tidx, txn),
             cfg,
         ))
     }
@@ -184,8 +193,9 @@ impl Segment {
         let missing = !idx_path.exists() || !tidx_path.exists();
         let idx = OffsetIndex::open(&idx_path, base_offset, cfg.segment_index_bytes as usize)?;
         let tidx = TimeIndex::open(&tidx_path, base_offset, cfg.segment_index_bytes as usize)?;
+        let txn = TxnIndex::open(dir.join(file_name(base_offset, TXN_INDEX_SUFFIX)))?;
         Ok((
-            Self::assemble(base_offset, log, log_path, size, idx, tidx, cfg),
+            Self::assemble(base_offset, log, log_path, size, (idx, tidx, txn), cfg),
             missing,
         ))
     }
@@ -200,7 +210,9 @@ impl Segment {
         self.offset_index.sanity_check(self.size)?;
         self.scan_tail()?;
         self.time_index.sanity_check(self.next_offset)?;
-        Ok(())
+        self.txn_index
+            .truncate_to(self.next_offset)
+            .map_err(|e| format!("{}: {e}", self.txn_index.path().display()))
     }
 
     /// Sets next offset, max timestamp and index spacing from the last index
@@ -329,6 +341,8 @@ impl Segment {
         self.offset_of_max_timestamp = off_max;
         self.bytes_since_last_index_entry = pos - last_index_pos;
         self.roll_base_ms = self.first_batch_roll_base();
+        // Entries of markers cut off go; the producer state's replay restores any missing.
+        self.txn_index.truncate_to(next)?;
         Ok(truncated)
     }
 
@@ -386,6 +400,14 @@ impl Segment {
 
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
+    }
+
+    pub fn txn_index(&self) -> &TxnIndex {
+        &self.txn_index
+    }
+
+    pub fn txn_index_mut(&mut self) -> &mut TxnIndex {
+        &mut self.txn_index
     }
 
     /// Whether an append of `append_size` bytes ending at `last_offset` must go
@@ -481,14 +503,15 @@ impl Segment {
 
     /// Length of the run of whole batches starting at `start_pos` (a batch
     /// start) that fits in `max_bytes` (at least one batch if `min_one_batch`)
-    /// and holds only offsets below `max_offset_exclusive`.
+    /// and holds only offsets below `max_offset_exclusive`, and an offset no record of the
+    /// run reaches (the base offset of the batch after it, or the segment's next offset).
     pub fn read_len(
         &self,
         start_pos: u64,
         max_bytes: usize,
         max_offset_exclusive: i64,
         min_one_batch: bool,
-    ) -> io::Result<usize> {
+    ) -> io::Result<(usize, i64)> {
         let limit = start_pos.saturating_add(max_bytes as u64);
         let mut end = start_pos;
         // Index entries mark batch starts: jump over the whole batches before
@@ -501,8 +524,10 @@ impl Segment {
             end = e.position as u64;
         }
         let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        let mut upper = self.next_offset;
         while end < self.size {
             let h = reader.header(end)?;
+            upper = h.base_offset;
             if h.last_offset() >= max_offset_exclusive {
                 break;
             }
@@ -511,8 +536,9 @@ impl Segment {
                 break;
             }
             end = new_end;
+            upper = h.next_offset();
         }
-        Ok((end - start_pos) as usize)
+        Ok(((end - start_pos) as usize, upper))
     }
 
     /// Reads one whole batch.
@@ -583,6 +609,7 @@ impl Segment {
         let removed = self.size - pos;
         self.size = pos;
         self.scan_tail().map_err(invalid_data)?;
+        self.txn_index.truncate_to(self.next_offset)?;
         Ok(removed)
     }
 
@@ -596,18 +623,20 @@ impl Segment {
         Ok(())
     }
 
-    /// fdatasync of the log and both indexes.
+    /// fdatasync of the log and the indexes.
     pub fn flush(&self) -> io::Result<()> {
         self.log.sync_data()?;
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
-    /// Removes the three files. Open readers keep the data.
+    /// Removes the segment's files. Open readers keep the data.
     pub fn delete(self) -> io::Result<()> {
         let log = std::fs::remove_file(&self.log_path);
         self.offset_index.delete()?;
         self.time_index.delete()?;
+        self.txn_index.delete()?;
         match log {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r,

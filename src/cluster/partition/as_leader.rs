@@ -370,11 +370,7 @@ impl Partition {
         }
         if let Some(d) = self.diverging_epoch(fetch.last_fetched_epoch, fetch.offset)? {
             return Ok(ReplicaRead {
-                slice: FetchSlice {
-                    file: None,
-                    position: 0,
-                    len: 0,
-                },
+                slice: FetchSlice::empty(),
                 diverging: Some(d),
                 isr_expansion: None,
             });
@@ -389,11 +385,7 @@ impl Partition {
         };
         let isr_expansion = self.follower_fetched(replica, fetch.offset, leader_leo, now)?;
         Ok(ReplicaRead {
-            slice: FetchSlice {
-                file: Some(slice.file),
-                position: slice.position,
-                len: slice.len,
-            },
+            slice: FetchSlice::of(slice),
             diverging: None,
             isr_expansion,
         })

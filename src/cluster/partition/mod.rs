@@ -44,7 +44,7 @@ use uuid::Uuid;
 
 use super::metadata::PartitionRecord;
 use super::replication::LeaderState;
-use crate::log::{AppendError, AppendInfo, Log, ReadError, now_ms};
+use crate::log::{AbortedTxn, AppendError, AppendInfo, Log, ReadError, now_ms};
 use crate::producer::state::ProducerSummary;
 use crate::producer::{CompletedTxn, ProducerState, StableOffsets};
 
@@ -65,6 +65,29 @@ pub struct FetchSlice {
     pub file: Option<Arc<File>>,
     pub position: u64,
     pub len: usize,
+    /// For a read_committed read: the aborted transactions overlapping the batches read.
+    pub aborted: Option<Vec<AbortedTxn>>,
+}
+
+impl FetchSlice {
+    /// Nothing read.
+    pub fn empty() -> FetchSlice {
+        FetchSlice {
+            file: None,
+            position: 0,
+            len: 0,
+            aborted: None,
+        }
+    }
+
+    fn of(s: crate::log::ReadSlice) -> FetchSlice {
+        FetchSlice {
+            file: Some(s.file),
+            position: s.position,
+            len: s.len,
+            aborted: None,
+        }
+    }
 }
 
 /// What this replica is now.
@@ -425,8 +448,8 @@ impl Partition {
         waiters.push(Arc::downgrade(w));
     }
 
-    /// A consumer's read: whole batches from `offset`, bounded by `max_bytes` and the high
-    /// watermark.
+    /// A consumer's read_uncommitted read: whole batches from `offset`, bounded by
+    /// `max_bytes` and the high watermark.
     pub fn read(
         &self,
         offset: i64,
@@ -438,10 +461,32 @@ impl Partition {
         let s = log
             .read(offset, max_bytes, hw, min_one_batch)
             .map_err(PartitionError::Read)?;
+        Ok(FetchSlice::of(s))
+    }
+
+    /// A consumer's read_committed read: as [`Partition::read`] but bounded by the last
+    /// stable offset, with the aborted transactions overlapping the batches read (from the
+    /// transaction indexes; none when nothing was read), so that the consumer drops their
+    /// records. Control batches are returned like others (consumers skip them).
+    pub fn read_committed(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<FetchSlice, PartitionError> {
+        let lso = self.last_stable_offset();
+        let log = self.log.lock().unwrap();
+        let s = log
+            .read(offset, max_bytes, lso, min_one_batch)
+            .map_err(PartitionError::Read)?;
+        let aborted = if s.len == 0 {
+            Vec::new()
+        } else {
+            log.collect_aborted_txns(offset, s.end_offset)
+        };
         Ok(FetchSlice {
-            file: Some(s.file),
-            position: s.position,
-            len: s.len,
+            aborted: Some(aborted),
+            ..FetchSlice::of(s)
         })
     }
 
@@ -471,14 +516,12 @@ impl Partition {
         Ok((epoch < last_fetched_epoch || end < fetch_offset).then_some((epoch, end)))
     }
 
-    /// ListOffsets by timestamp: (timestamp, offset) of the first record at or after `ts`.
+    /// ListOffsets by timestamp: (timestamp, offset) of the first record at or after `ts`
+    /// (the caller drops what is past what the client may fetch).
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, PartitionError> {
         let log = self.log.lock().unwrap();
-        let found = log
-            .offset_for_timestamp(ts)
-            .map_err(PartitionError::Storage)?;
-        let hw = self.high_watermark();
-        Ok(found.filter(|(_, off)| *off < hw))
+        log.offset_for_timestamp(ts)
+            .map_err(PartitionError::Storage)
     }
 
     /// ListOffsets MAX_TIMESTAMP: (timestamp, offset) of the record with the largest timestamp.
@@ -493,6 +536,10 @@ impl Partition {
         let n = log.apply_retention(now_ms)?;
         self.log_start
             .store(log.log_start_offset(), Ordering::Release);
+        if n > 0 {
+            // The LSO never stays below the log start.
+            self.publish(&self.replication.lock().unwrap());
+        }
         Ok(n)
     }
 
@@ -541,7 +588,18 @@ fn load_producer_state(log: &mut Log) -> std::io::Result<ProducerState> {
     Ok(producers)
 }
 
-/// Records the aborted ones of `completed` in the transaction index of `log`.
+/// Records the aborted ones of `completed` in the transaction index of `log`. A failed write
+/// is logged: the log holds the marker, so the next recovery restores the entry.
 fn record_aborted(log: &mut Log, completed: &[CompletedTxn]) {
-    let _ = (log, completed);
+    for t in completed.iter().filter(|t| t.aborted) {
+        let entry = AbortedTxn {
+            producer_id: t.producer_id,
+            first_offset: t.first_offset,
+            last_offset: t.last_offset,
+            last_stable_offset: t.last_stable_offset,
+        };
+        if let Err(e) = log.append_aborted_txn(entry) {
+            tracing::warn!(dir = %log.dir().display(), "transaction index entry for {entry:?}: {e}");
+        }
+    }
 }

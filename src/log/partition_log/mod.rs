@@ -112,6 +112,9 @@ pub struct ReadSlice {
     /// Base offset of the first batch (may be below the offset asked for).
     /// For an empty slice, the offset that was asked for.
     pub first_batch_offset: i64,
+    /// No offset in the slice is at or above this: the offset after its last batch (for an
+    /// empty slice, `first_batch_offset`).
+    pub end_offset: i64,
     pub segment_base_offset: i64,
 }
 
@@ -146,6 +149,7 @@ fn remove_segment_files(dir: &Path, base: i64) -> io::Result<()> {
         segment::LOG_SUFFIX,
         segment::INDEX_SUFFIX,
         segment::TIME_INDEX_SUFFIX,
+        super::txn_index::TXN_INDEX_SUFFIX,
     ] {
         match std::fs::remove_file(dir.join(segment::file_name(base, suffix))) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -500,12 +504,14 @@ impl Log {
         for seg in self.segments.range(floor..).map(|(_, s)| s) {
             // None: `offset` is past this segment's data (a gap); try the next.
             if let Some((position, h)) = seg.translate_offset(offset)? {
-                let len = seg.read_len(position, max_bytes, max_offset_exclusive, min_one_batch)?;
+                let (len, end_offset) =
+                    seg.read_len(position, max_bytes, max_offset_exclusive, min_one_batch)?;
                 return Ok(ReadSlice {
                     file: Arc::clone(seg.file()),
                     position,
                     len,
                     first_batch_offset: h.base_offset,
+                    end_offset: if len == 0 { h.base_offset } else { end_offset },
                     segment_base_offset: seg.base_offset(),
                 });
             }
@@ -516,6 +522,7 @@ impl Log {
             position: active.size(),
             len: 0,
             first_batch_offset: offset,
+            end_offset: offset,
             segment_base_offset: active.base_offset(),
         })
     }
@@ -752,3 +759,4 @@ mod epoch_tests;
 mod recovery_tests;
 #[cfg(test)]
 mod tests;
+mod txn;
