@@ -12,14 +12,22 @@
 //! partition of the transaction (`markers`), then the Complete state is written. The same
 //! happens for the transactions found prepared when a partition is loaded, so a commit
 //! decided by a coordinator that failed is finished by the next one.
+//!
+//! Beside this file: `admin` (DescribeTransactions, ListTransactions) and `timers` (the abort
+//! of timed-out transactions, the expiry of idle ids).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::{error, info, warn};
+
+mod admin;
+mod timers;
+
+pub use admin::{Described, ListFilter, Listed};
 
 use super::markers::{self, MarkerRequest, MarkerWriter, Outcome};
 use super::records;
@@ -73,47 +81,6 @@ struct PendingComplete {
     coordinator_epoch: i32,
     markers: MarkerRequest,
     complete: Transit,
-}
-
-/// DescribeTransactions' view of one id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Described {
-    pub state: TxnState,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub timeout_ms: i32,
-    pub start_ms: i64,
-    pub topics: BTreeMap<String, Vec<i32>>,
-}
-
-/// ListTransactions' view of one id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listed {
-    pub transactional_id: String,
-    pub producer_id: i64,
-    pub state: TxnState,
-}
-
-/// ListTransactions' filters (empty: no filter).
-#[derive(Debug)]
-pub struct ListFilter {
-    pub states: Vec<String>,
-    pub producer_ids: Vec<i64>,
-    /// Only transactions running longer than this (-1: any).
-    pub min_duration_ms: i64,
-    /// A full match on the transactional id.
-    pub pattern: Option<regex::Regex>,
-}
-
-impl Default for ListFilter {
-    fn default() -> Self {
-        ListFilter {
-            states: Vec::new(),
-            producer_ids: Vec::new(),
-            min_duration_ms: -1,
-            pattern: None,
-        }
-    }
 }
 
 pub struct Coordinator {
@@ -574,189 +541,6 @@ impl Coordinator {
                 }
             }
         }
-    }
-
-    // ---- admin -----------------------------------------------------------------------
-
-    /// DescribeTransactions for one id.
-    pub fn describe(&self, id: &str) -> Result<Described, i16> {
-        if id.is_empty() {
-            return Err(INVALID_REQUEST);
-        }
-        let entry = self.lookup(id)?.1.ok_or(TRANSACTIONAL_ID_NOT_FOUND)?;
-        let md = entry.lock().unwrap();
-        if md.state == TxnState::Dead {
-            return Err(TRANSACTIONAL_ID_NOT_FOUND);
-        }
-        let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-        for (t, p) in &md.partitions {
-            topics.entry(t.clone()).or_default().push(*p);
-        }
-        Ok(Described {
-            state: md.state,
-            producer_id: md.producer_id,
-            producer_epoch: md.producer_epoch,
-            timeout_ms: md.timeout_ms,
-            start_ms: md.start_ms,
-            topics,
-        })
-    }
-
-    /// ListTransactions over the ids coordinated here: the matching ones and the state
-    /// filters that name no state; COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
-    pub fn list(&self, f: &ListFilter, now: i64) -> Result<(Vec<Listed>, Vec<String>), i16> {
-        let entries: Vec<Entry> = {
-            let g = self.inner.lock().unwrap();
-            if g.owned.any_loading() {
-                return Err(COORDINATOR_LOAD_IN_PROGRESS);
-            }
-            g.txns
-                .iter()
-                .filter(|(id, _)| g.owned.check(id).is_ok())
-                .map(|(_, e)| e.clone())
-                .collect()
-        };
-        let mut states = BTreeSet::new();
-        let mut unknown = Vec::new();
-        for s in &f.states {
-            match TxnState::from_name(s) {
-                Some(st) => {
-                    states.insert(st);
-                }
-                None => unknown.push(s.clone()),
-            }
-        }
-        let mut out = Vec::new();
-        for e in entries {
-            let md = e.lock().unwrap();
-            let keep = md.state != TxnState::Dead
-                && (f.producer_ids.is_empty() || f.producer_ids.contains(&md.producer_id))
-                && (f.states.is_empty() || states.contains(&md.state))
-                && (f.min_duration_ms < 0 || now - md.start_ms > f.min_duration_ms)
-                && f.pattern
-                    .as_ref()
-                    .is_none_or(|r| r.is_match(&md.transactional_id));
-            if keep {
-                out.push(Listed {
-                    transactional_id: md.transactional_id.clone(),
-                    producer_id: md.producer_id,
-                    state: md.state,
-                });
-            }
-        }
-        out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
-        Ok((out, unknown))
-    }
-
-    // ---- timers ----------------------------------------------------------------------
-
-    /// Starts the periodic abort of timed-out transactions and expiry of idle ids.
-    pub fn start(self: &Arc<Self>) {
-        for pc in self.resume.lock().unwrap().take().unwrap_or_default() {
-            let me = self.clone();
-            tokio::spawn(async move { me.complete(pc).await });
-        }
-        let me = Arc::downgrade(self);
-        let every = Duration::from_millis(self.cfg.abort_interval_ms.max(1));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(c) = me.upgrade() else { return };
-                c.abort_timed_out(now_ms()).await;
-            }
-        });
-        let me = Arc::downgrade(self);
-        let every = Duration::from_millis(self.cfg.id_expiration_interval_ms.max(1));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(c) = me.upgrade() else { return };
-                c.expire_ids(now_ms()).await;
-            }
-        });
-    }
-
-    /// Ids of Active partitions whose state matches `f`.
-    fn select(&self, f: impl Fn(&TxnMetadata) -> bool) -> Vec<(String, i32, Entry)> {
-        let g = self.inner.lock().unwrap();
-        g.txns
-            .iter()
-            .filter_map(|(id, e)| {
-                let epoch = g.owned.check(id).ok()?;
-                f(&e.lock().unwrap()).then(|| (id.clone(), epoch, e.clone()))
-            })
-            .collect()
-    }
-
-    /// Aborts every transaction open past its timeout (the producer is fenced: its epoch
-    /// goes up). Returns how many aborts were started.
-    pub async fn abort_timed_out(self: &Arc<Self>, now: i64) -> usize {
-        let mut n = 0;
-        for (id, _, entry) in self.select(|md| rules::timed_out(md, now)) {
-            let fence = {
-                let mut md = entry.lock().unwrap();
-                if !rules::timed_out(&md, now) {
-                    continue;
-                }
-                md.prepare_fence_epoch()
-            };
-            let Ok(t) = fence else { continue };
-            info!(
-                transactional_id = id,
-                "aborting a transaction open longer than its timeout"
-            );
-            match self.abort_fenced(&id, &entry, &t).await {
-                NONE => n += 1,
-                code => info!(
-                    transactional_id = id,
-                    "timed-out abort not started: error {code}"
-                ),
-            }
-        }
-        n
-    }
-
-    /// Aborts `id`'s open transaction under the epoch of `fence` (prepared on `entry`);
-    /// a fence that could not even be started is dropped.
-    async fn abort_fenced(self: &Arc<Self>, id: &str, entry: &Entry, fence: &Transit) -> i16 {
-        let (code, _, _) = self
-            .end(
-                id,
-                fence.producer_id,
-                fence.producer_epoch,
-                false,
-                false,
-                SERVER_TXN_VERSION,
-            )
-            .await;
-        if code != NONE {
-            let mut md = entry.lock().unwrap();
-            if md.pending == Some(TxnState::PrepareEpochFence) {
-                md.abandon();
-            }
-        }
-        code
-    }
-
-    /// Forgets the ids idle for `transactional.id.expiration.ms` (writing their tombstones).
-    /// Returns how many were removed.
-    pub async fn expire_ids(&self, now: i64) -> usize {
-        let expiration = self.cfg.id_expiration_ms;
-        let mut n = 0;
-        for (id, epoch, entry) in self.select(|md| rules::expired(md, now, expiration)) {
-            let dead = {
-                let mut md = entry.lock().unwrap();
-                if !rules::expired(&md, now, expiration) {
-                    continue;
-                }
-                md.prepare_dead()
-            };
-            let Ok(t) = dead else { continue };
-            if self.write(&id, epoch, &t, |_| false).await.is_ok() {
-                n += 1;
-            }
-        }
-        n
     }
 
     // ---- loading ---------------------------------------------------------------------
