@@ -124,7 +124,8 @@ fn retries_are_stored_once_across_restarts() {
         ResponseError::InvalidProducerEpoch.code()
     );
 
-    // Transactional ids are not served yet; an empty one is an invalid request.
+    // A transactional id goes to the transaction coordinator (protocol-tests/rust/
+    // transactions.rs): an empty one is an invalid request, a timeout of 0 an invalid one.
     let mut r = InitProducerIdRequest::default();
     r.transactional_id = Some(TransactionalId(StrBytes::from_static_str("")));
     r.producer_id = ProducerId(-1);
@@ -135,8 +136,12 @@ fn retries_are_stored_once_across_restarts() {
     let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 3, &r);
     assert_eq!(
         resp.error_code,
-        ResponseError::CoordinatorNotAvailable.code()
+        ResponseError::InvalidTransactionTimeout.code()
     );
+    r.transaction_timeout_ms = 60_000;
+    let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 3, &r);
+    assert_eq!((resp.error_code, resp.producer_epoch), (0, 0));
+    assert!(resp.producer_id.0 > pid2, "ids from the same allocator");
 
     // Clean restart: the state comes back from the snapshot written at shutdown.
     drop(c);

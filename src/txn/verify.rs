@@ -163,7 +163,9 @@ pub async fn for_produce(
                 continue;
             }
             producers.insert((h.producer_id, h.producer_epoch));
-            let Some(p) = topic.partition(pd.index) else {
+            // A replica that does not lead answers NOT_LEADER_OR_FOLLOWER in the request's
+            // own pass.
+            let Some(p) = topic.partition(pd.index).filter(|p| p.is_leader()) else {
                 continue;
             };
             if !p.has_ongoing_txn(h.producer_id, h.producer_epoch) {
