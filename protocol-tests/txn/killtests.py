@@ -7,6 +7,7 @@ import collections
 import json
 import os
 import random
+import signal
 import struct
 import time
 
@@ -40,8 +41,11 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
                  timeout=300):
     """Copies a `parts`-partition topic of n_per_part records per partition with one
     TransactionalMessageCopier per input partition (transactions of 100 records, offsets by
-    sendOffsetsToTransaction with group metadata) while kill_round(r) kills and restarts
-    brokers `rounds` times, each once the copied share reached r/(rounds+1). A copier that
+    sendOffsetsToTransaction with group metadata) while kill_round(r, ctx) kills and restarts
+    brokers `rounds` times, each once the copiers committed another total/(rounds+2) records
+    since the last round; ctx names the input and output topics, the group and the copiers'
+    transactional ids, and has pause() / resume() (SIGSTOP / SIGCONT the copiers, for a
+    round's wait for a restarted node to catch up). A copier that
     exits with an error (the broker was gone longer than its timeouts) is started again: it
     resumes from the group's committed offsets. Returns the input and output records."""
     src = create_topic(bootstrap, name("%s-in" % tag), parts)
@@ -51,10 +55,15 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
                  [(p, None, b"%d-%06d" % (p, i)) for i in range(n_per_part) for p in range(parts)])
     total = parts * n_per_part
 
+    ctx = {"src": src, "dst": dst, "group": group,
+           "txn_ids": [name("%s-tx-%d" % (tag, p)) for p in range(parts)],
+           "pause": lambda: [c.signal(signal.SIGSTOP) for c in copiers.values()],
+           "resume": lambda: [c.signal(signal.SIGCONT) for c in copiers.values()]}
+
     def launch(p):
         return Spawned(java_cmd(COPIER, "--broker-list", bootstrap, "--input-topic", src,
                                 "--input-partition", p, "--output-topic", dst,
-                                "--transactional-id", name("%s-tx-%d" % (tag, p)),
+                                "--transactional-id", ctx["txn_ids"][p],
                                 "--consumer-group", group, "--transaction-size", 100,
                                 "--use-group-metadata", heap="256m",
                                 classpath=os.path.join(KAFKA_LIBS, "*")), "copier-%d" % p)
@@ -97,8 +106,9 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
     deadline = time.monotonic() + timeout
     kills = []
     try:
+        step = total // (rounds + 2)
+        target = step
         for r in range(1, rounds + 1):
-            target = total * r // (rounds + 1)
             while True:
                 tend()
                 now = copied()
@@ -108,7 +118,8 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
                     r, now, total, timeout))
                 time.sleep(0.25)
             check(now < total, "round %d: the copy was already complete (%d) before the kill" % (r, now))
-            kills.append((now, kill_round(r)))
+            kills.append((now, kill_round(r, ctx)))
+            target = copied() + step
         while len(done) < parts:
             tend()
             check(time.monotonic() < deadline, "copiers not done after %ds (done: %s)" % (

@@ -540,7 +540,7 @@ def copier_kill9_one_node():
     topic of 2 x 25000 records, while the broker is killed with SIGKILL and restarted 3
     times: the output holds every input record exactly once (copied, duplicated 0, lost 0),
     each partition in input order."""
-    def kill(r):
+    def kill(r, ctx):
         t = broker("kill9")
         t += broker("start")
         return "kill+restart %.1fs" % t

@@ -257,6 +257,10 @@ class Spawned:
     def alive(self):
         return self.p.poll() is None
 
+    def signal(self, sig):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, sig)
+
     def kill9(self):
         if self.p.poll() is None:
             self.p.kill()
