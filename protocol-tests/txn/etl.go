@@ -70,7 +70,7 @@ func client(opts ...kgo.Opt) (*kgo.Client, error) {
 
 // run copies until stop is closed; pauseAt > 0: after that many committed records, wait
 // (bounded) until this member has been revoked partitions.
-func (m *member) run(in, out, group string, pauseAt int64) {
+func (m *member) run(ctx context.Context, in, out, group string, pauseAt int64) {
 	defer close(m.done)
 	s, err := kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(*bootstrap), kgo.ClientID("sluice-txn-etl-"+m.name),
@@ -91,7 +91,6 @@ func (m *member) run(in, out, group string, pauseAt int64) {
 		return
 	}
 	defer s.Close()
-	ctx := context.Background()
 	paused := false
 	for {
 		select {
@@ -102,7 +101,7 @@ func (m *member) run(in, out, group string, pauseAt int64) {
 		if pauseAt > 0 && !paused && m.committed.Load() >= pauseAt {
 			paused = true
 			deadline := time.Now().Add(60 * time.Second)
-			for m.revokes.Load() == 0 && time.Now().Before(deadline) {
+			for m.revokes.Load() == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 				time.Sleep(50 * time.Millisecond)
 			}
 			note("%s: paused at %d committed, revoked %d time(s)", m.name, m.committed.Load(), m.revokes.Load())
@@ -110,7 +109,7 @@ func (m *member) run(in, out, group string, pauseAt int64) {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := s.PollRecords(pctx, 50)
 		cancel()
-		if fs.IsClientClosed() {
+		if fs.IsClientClosed() || ctx.Err() != nil {
 			return
 		}
 		var ferr error
@@ -197,16 +196,19 @@ func run() (string, error) {
 
 	a := &member{name: "A", done: make(chan struct{}), stop: make(chan struct{})}
 	b := &member{name: "B", done: make(chan struct{}), stop: make(chan struct{})}
-	stopAll := sync.OnceFunc(func() { close(a.stop); close(b.stop); <-a.done; <-b.done })
+	// The members' context ends when they are stopped: a member blocked in a client call
+	// (a broker that never answers) returns then, instead of holding up the end of run.
+	mctx, mcancel := context.WithCancel(ctx)
+	stopAll := sync.OnceFunc(func() { close(a.stop); close(b.stop); mcancel(); <-a.done; <-b.done })
 	defer stopAll()
 
-	go a.run(in, out, group, int64(*n/3))
+	go a.run(mctx, in, out, group, int64(*n/3))
 	if err := waitFor("A to commit a third", 60*time.Second, func() bool {
 		return a.committed.Load() >= int64(*n/3) || a.error() != nil
 	}); err != nil || a.error() != nil {
 		return "", errors.Join(err, a.error())
 	}
-	go b.run(in, out, group, 0)
+	go b.run(mctx, in, out, group, 0)
 	if err := waitFor("B to commit records", 60*time.Second, func() bool {
 		return b.committed.Load() > 0 || b.error() != nil || a.error() != nil
 	}); err != nil || a.error() != nil || b.error() != nil {

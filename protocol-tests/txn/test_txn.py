@@ -348,24 +348,31 @@ def timeout_abort():
 # ---- kafka-transactions --------------------------------------------------------------------------
 
 class ToolState:
-    """The open transaction the kafka-transactions scenarios look at (made by the first)."""
+    """The open transaction the kafka-transactions scenarios look at (made by the first that
+    runs; if making it failed, the others fail with that reason at once)."""
     topic = None
     txn_id = None
     proc = None
     producer_id = None
     start = None
+    failed = None
 
 
 TS = ToolState()
 
 
 def tool_setup():
+    check(TS.failed is None, "no open transaction to look at: %s" % TS.failed)
     if TS.proc is None:
-        TS.topic = L.create_topic(B, L.name("tools"), 1)
-        TS.txn_id = L.name("tools-tx")
-        txn_write(L.producer(B), TS.topic, [(0, b"plain-%d" % i) for i in range(3)])
-        TS.start = 3
-        TS.proc = open_txn(TS.topic, TS.txn_id, 600000, 5)
+        try:
+            TS.topic = L.create_topic(B, L.name("tools"), 1)
+            TS.txn_id = L.name("tools-tx")
+            txn_write(L.producer(B), TS.topic, [(0, b"plain-%d" % i) for i in range(3)])
+            TS.start = 3
+            TS.proc = open_txn(TS.topic, TS.txn_id, 600000, 5)
+        except Exception as e:
+            TS.failed = str(e)[:300]
+            raise
     check(TS.proc.alive(), "the open_txn.py producer died: %s" % TS.proc.tail())
 
 
@@ -492,7 +499,8 @@ def tools_abort():
         check(len(rows) == 2 and all(r.get("CurrentTransactionStartOffset") == "None" for r in rows),
               "describe-producers after abort: %s" % out)
     finally:
-        TS.proc.kill9()
+        if TS.proc is not None:
+            TS.proc.kill9()
 
 
 class second_broker:
