@@ -37,8 +37,8 @@ def group_committed(bootstrap, group, topic, parts, stable=False):
         return None
 
 
-def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_budget=8,
-                 timeout=300):
+def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, timeout=300,
+                 first_commit_timeout=120):
     """Copies a `parts`-partition topic of n_per_part records per partition with one
     TransactionalMessageCopier per input partition (transactions of 100 records, offsets by
     sendOffsetsToTransaction with group metadata) while kill_round(r, ctx) kills and restarts
@@ -47,7 +47,9 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
     transactional ids, and has pause() / resume() (SIGSTOP / SIGCONT the copiers, for a
     round's wait for a restarted node to catch up). A copier that
     exits with an error (the broker was gone longer than its timeouts) is started again: it
-    resumes from the group's committed offsets. Returns the input and output records."""
+    resumes from the group's committed offsets (at most rounds + 1 times each). Fails early if
+    no copier committed anything within first_commit_timeout seconds. Returns the input and
+    output records."""
     src = create_topic(bootstrap, name("%s-in" % tag), parts)
     dst = create_topic(bootstrap, name("%s-out" % tag), parts)
     group = name("%s-g" % tag)
@@ -81,7 +83,7 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
                 done.add(p)
                 continue
             info("copier %d exited %s: %s" % (p, rc, c.tail(4)))
-            check(restarts[p] < restart_budget, "copier %d failed %d times: %s" % (
+            check(restarts[p] <= rounds, "copier %d failed %d times: %s" % (
                 p, restarts[p] + 1, c.tail(6)))
             restarts[p] += 1
             copiers[p] = launch(p)
@@ -103,7 +105,8 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
                     break
         return sum(progress.values())
 
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     kills = []
     try:
         step = total // (rounds + 2)
@@ -116,6 +119,9 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, restart_
                     break
                 check(time.monotonic() < deadline, "round %d: %s of %d copied after %ds" % (
                     r, now, total, timeout))
+                check(now > 0 or time.monotonic() < started + first_commit_timeout,
+                      "no copier committed a transaction within %ds: %s" % (
+                          first_commit_timeout, " / ".join(c.tail(2) for c in copiers.values())))
                 time.sleep(0.25)
             check(now < total, "round %d: the copy was already complete (%d) before the kill" % (r, now))
             kills.append((now, kill_round(r, ctx)))
