@@ -156,28 +156,10 @@ impl Session {
                 }
                 continue;
             }
-            // A new assignment (a partition to follow, a new leader epoch) does not wait for
-            // the request in flight, which may be a fetch parked at the leader for up to
-            // replica.fetch.wait.max.ms: the round is abandoned, and with it the connection
-            // (its answer is still to come). No state changes while a request is in flight,
-            // so the next round asks again from the same positions.
-            let mut changes = self.assignment.clone();
             let result = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break,
-                changed = changes.changed() => match changed {
-                    Ok(()) => None,
-                    Err(_) => break,
-                },
-                r = self.round() => Some(r),
-            };
-            let Some(result) = result else {
-                tracing::debug!(
-                    leader = self.leader,
-                    "new assignment: the round in flight is abandoned"
-                );
-                self.conn = None;
-                continue;
+                r = self.round() => r,
             };
             match result {
                 Ok(()) => self.failures = 0,
