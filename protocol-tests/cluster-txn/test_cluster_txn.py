@@ -45,17 +45,22 @@ def full_isr(topics):
     return True
 
 
-def kill_node(node, topics, ctx=None, down=3.0):
+def kill_node(node, topics, ctx=None, down=3.0, live=0.3):
     """SIGKILL a node, leave it down `down` seconds (the clients fail over meanwhile),
     restart it on its data, and wait until the topics and the internal ones have a full ISR
-    again (so that the next round may kill any node). With a copier's ctx, the copiers are
-    paused (SIGSTOP) from the restart until the ISR is full: otherwise they would finish the
-    copy during the restarts of a slow broker before the later rounds."""
+    again (so that the next round may kill any node). With a copier's ctx, the copiers run on
+    for `live` seconds after the kill (their requests in flight to the dead node fail, their
+    transactions are cut mid-way) and are then paused (SIGSTOP) until the ISR is full:
+    otherwise a copier the kill does not touch goes on at full speed (on Sluice up to 10,000
+    records/s) and finishes the copy before the later rounds."""
     t0 = time.monotonic()
     cluster("kill", node)
-    time.sleep(down)
     if ctx:
+        time.sleep(live)
         ctx["pause"]()
+        time.sleep(max(0.0, down - live))
+    else:
+        time.sleep(down)
     try:
         cluster("start", node)
         wait_until(lambda: full_isr(topics + INTERNAL), 180,
@@ -72,13 +77,23 @@ def copier_leaders_kill9():
     0, the leader of output partition 0, the leader of input partition 1, the coordinator of
     copier 1."""
     def kill(r, ctx):
+        # The copiers wait while the victim is looked up (kafka-transactions describe is a JVM
+        # start of a few seconds, long enough for a fast copier to finish a round's share).
+        ctx["pause"]()
+        try:
+            victim, why = victim_of(r, ctx)
+        finally:
+            ctx["resume"]()
+        return "%s %s" % (why, kill_node(victim, [ctx["src"], ctx["dst"]], ctx))
+
+    def victim_of(r, ctx):
         if r in (1, 4):
             victim, why = coordinator_of(ctx["txn_ids"][0 if r == 1 else 1]), "coordinator"
         elif r == 2:
             victim, why = leader_of(ctx["dst"], 0), "output leader"
         else:
             victim, why = leader_of(ctx["src"], 1), "input leader"
-        return "%s %s" % (why, kill_node(victim, [ctx["src"], ctx["dst"]], ctx))
+        return victim, why
     inp, out = killtests.copier_kill9(BOOTSTRAP, 2, 25000, 4, kill, "ccopier", timeout=480)
     L.check_exactly_once("copier-leaders-kill9", L.values(inp), L.values(out))
     for p in inp:

@@ -125,6 +125,8 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, timeout=
                 time.sleep(0.25)
             check(now < total, "round %d: the copy was already complete (%d) before the kill" % (r, now))
             kills.append((now, kill_round(r, ctx)))
+            info("%s: round %d at %d of %d copied (%.0fs): %s; now %d copied" % (
+                tag, r, now, total, time.monotonic() - started, kills[-1][1], copied()))
             target = copied() + step
         while len(done) < parts:
             tend()
