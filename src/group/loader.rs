@@ -9,6 +9,7 @@
 //! COORDINATOR_LOAD_IN_PROGRESS; no write can come in between, since the coordinator refuses
 //! them while loading. A load overtaken by an unload or a newer epoch is dropped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +23,28 @@ use crate::cluster::Partition;
 /// How often a load waiting for the high watermark checks whether it is still wanted.
 const RECHECK: Duration = Duration::from_millis(500);
 
-/// This broker leads `p`, a partition of `__consumer_offsets` with `count` partitions.
-pub fn became_leader(coordinator: &Arc<Coordinator>, p: Arc<Partition>, count: i32) {
+/// A coordinator whose state is replayed from the partitions of an internal topic it
+/// coordinates while this broker leads them (the group coordinator, the transaction one).
+pub trait PartitionLoads: Send + Sync + 'static {
+    /// What a partition's replay produces.
+    type Loaded: Send + 'static;
+    /// The internal topic, for messages.
+    const TOPIC: &'static str;
+    /// Whether a load of `partition` (of `count`) at `epoch` must start now.
+    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool;
+    /// Whether the load begun at `epoch` is still wanted.
+    fn is_loading(&self, partition: i32, epoch: i32) -> bool;
+    /// Installs a replay unless the load became stale meanwhile.
+    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded);
+    /// Stops coordinating `partition`.
+    fn unload(&self, partition: i32);
+    /// Replays a partition from its log start to its high watermark.
+    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded>;
+}
+
+/// This broker leads `p`, a partition (of `count`) of the topic `coordinator` keeps its
+/// state in: the partition is loaded in the background ([`load_when_committed`]).
+pub fn became_leader<C: PartitionLoads>(coordinator: &Arc<C>, p: Arc<Partition>, count: i32) {
     let epoch = p.leader_epoch();
     if !coordinator.begin_load(p.index, epoch, count) {
         return;
@@ -32,23 +53,37 @@ pub fn became_leader(coordinator: &Arc<Coordinator>, p: Arc<Partition>, count: i
     tokio::spawn(async move {
         let index = p.index;
         let wanted = || coordinator.is_loading(index, epoch);
-        match load_when_committed(p, wanted, replay::load_partition).await {
+        match load_when_committed(p, wanted, C::replay).await {
             None => {}
-            Some(Ok(loaded)) => {
-                coordinator.finish_load(index, epoch, loaded);
-            }
+            Some(Ok(loaded)) => coordinator.finish_load(index, epoch, loaded),
             // As Kafka's runtime does with a failed load: the partition is not coordinated
             // here (NOT_COORDINATOR) until leadership changes again.
             Some(Err(e)) => {
-                warn!(
-                    partition = index,
-                    "cannot load {}-{index}: {e:#}",
-                    store::TOPIC
-                );
+                warn!(partition = index, "cannot load {}-{index}: {e:#}", C::TOPIC);
                 coordinator.unload(index);
             }
         }
     });
+}
+
+impl PartitionLoads for Coordinator {
+    type Loaded = HashMap<String, replay::Loaded>;
+    const TOPIC: &'static str = store::TOPIC;
+    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
+        Coordinator::begin_load(self, partition, epoch, count)
+    }
+    fn is_loading(&self, partition: i32, epoch: i32) -> bool {
+        Coordinator::is_loading(self, partition, epoch)
+    }
+    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded) {
+        Coordinator::finish_load(self, partition, epoch, loaded);
+    }
+    fn unload(&self, partition: i32) {
+        Coordinator::unload(self, partition)
+    }
+    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
+        replay::load_partition(p)
+    }
 }
 
 /// A coordinator's load of `p`, which this broker has just become the leader of: waits

@@ -1,18 +1,18 @@
 //! Loading `__transaction_state` partitions: at start-up on one node (every partition, before
 //! anything is served), and in a cluster whenever this broker becomes a partition's leader,
-//! as the group coordinator loads `__consumer_offsets` (`group::loader::load_when_committed`:
-//! once the high watermark reaches the log end the new leader started with, the partition is
-//! replayed on the blocking pool) and installs its ids; meanwhile they get
+//! as the group coordinator loads `__consumer_offsets` (`group::loader::became_leader`, through
+//! [`PartitionLoads`]: once the high watermark reaches the log end the new leader started
+//! with, the partition is replayed on the blocking pool) and installs its ids; meanwhile they get
 //! COORDINATOR_LOAD_IN_PROGRESS. Transactions found prepared are then completed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use tracing::warn;
-
 use super::Coordinator;
+use super::state::Transit;
 use super::store::{self, TOPIC};
 use crate::cluster::{Partition, TopicInfo};
-use crate::group::loader::load_when_committed;
+use crate::group::loader::PartitionLoads;
 
 /// One node: every partition of `topic` is led here; each is replayed and installed.
 pub fn load_all(coordinator: &Arc<Coordinator>, topic: &TopicInfo) -> anyhow::Result<()> {
@@ -26,27 +26,24 @@ pub fn load_all(coordinator: &Arc<Coordinator>, topic: &TopicInfo) -> anyhow::Re
     Ok(())
 }
 
-/// This broker leads `p`, a partition of `__transaction_state` with `count` partitions.
-pub fn became_leader(coordinator: &Arc<Coordinator>, p: Arc<Partition>, count: i32) {
-    let epoch = p.leader_epoch();
-    if !coordinator.begin_load(p.index, epoch, count) {
-        return;
+impl PartitionLoads for Coordinator {
+    type Loaded = HashMap<String, Transit>;
+    const TOPIC: &'static str = TOPIC;
+    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
+        Coordinator::begin_load(self, partition, epoch, count)
     }
-    let coordinator = coordinator.clone();
-    tokio::spawn(async move {
-        let index = p.index;
-        let wanted = || coordinator.is_loading(index, epoch);
-        match load_when_committed(p, wanted, store::load_partition).await {
-            None => {}
-            Some(Ok(loaded)) => {
-                coordinator.finish_load(index, epoch, loaded);
-            }
-            Some(Err(e)) => {
-                warn!(partition = index, "cannot load {TOPIC}-{index}: {e:#}");
-                coordinator.unload(index);
-            }
-        }
-    });
+    fn is_loading(&self, partition: i32, epoch: i32) -> bool {
+        Coordinator::is_loading(self, partition, epoch)
+    }
+    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded) {
+        Coordinator::finish_load(self, partition, epoch, loaded);
+    }
+    fn unload(&self, partition: i32) {
+        Coordinator::unload(self, partition)
+    }
+    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
+        store::load_partition(p)
+    }
 }
 
 /// This broker no longer leads partition `index` of `__transaction_state`.

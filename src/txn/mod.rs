@@ -68,7 +68,7 @@ impl coordinator::ProducerIds for BrokerIds {
 
 /// Makes the coordinator able to answer: `__transaction_state` exists (created on first
 /// use), and on one node its partitions are coordinated here (a topic just created holds no
-/// state to load). In a cluster the partitions' leaders load them (`loader::became_leader`).
+/// state to load). In a cluster the partitions' leaders load them (`group::loader::became_leader`).
 pub async fn ensure_ready(b: &Broker) -> Result<(), i16> {
     let topic = store::ensure_topic(b).await?;
     if b.cluster().is_none() && !b.txns.has_partitions() {

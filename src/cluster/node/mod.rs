@@ -461,7 +461,7 @@ impl Broker {
             if &*p.topic == offsets {
                 crate::group::loader::became_leader(&self.groups, p, count(offsets));
             } else if &*p.topic == txns {
-                crate::txn::loader::became_leader(&self.txns, p, count(txns));
+                crate::group::loader::became_leader(&self.txns, p, count(txns));
             }
         }
     }
