@@ -15,6 +15,7 @@ use super::records;
 use super::replay::Loaded;
 use super::store::{Leader, MemoryLog};
 use super::tests::{config, join_new, join_params, simple_commit, spawn_join, sync};
+use crate::group::loader::PartitionLoads;
 
 const PARTITIONS: i32 = 50;
 

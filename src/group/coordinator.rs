@@ -46,6 +46,8 @@ use super::replay::Loaded;
 use super::state::{Group, JoinResult, Member, State, SyncResult};
 use super::store::{Appended, Leader, OffsetsLog, Records, TxnProducer};
 use crate::broker::now_ms;
+use crate::cluster::Partition;
+use crate::group::loader::PartitionLoads;
 use ownership::Ownership;
 
 pub use admin::{Described, DescribedMember, Listed};
@@ -266,11 +268,16 @@ impl Coordinator {
             });
         }
     }
+}
+
+impl PartitionLoads for Coordinator {
+    type Loaded = HashMap<String, Loaded>;
+    const TOPIC: &'static str = super::store::TOPIC;
 
     /// In a cluster: this broker leads `__consumer_offsets` partition `partition` (of `count`)
     /// at `epoch`. Returns whether the caller must load it now (then finish with
     /// [`Coordinator::finish_load`]); until then its groups get COORDINATOR_LOAD_IN_PROGRESS.
-    pub fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
+    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
         let mut g = self.groups.lock().unwrap();
         g.owned
             .as_mut()
@@ -278,7 +285,7 @@ impl Coordinator {
     }
 
     /// Whether the load of `partition` begun at `epoch` is still wanted.
-    pub fn is_loading(&self, partition: i32, epoch: i32) -> bool {
+    fn is_loading(&self, partition: i32, epoch: i32) -> bool {
         let g = self.groups.lock().unwrap();
         g.owned
             .as_ref()
@@ -288,7 +295,7 @@ impl Coordinator {
     /// The groups replayed from `partition` (loaded at `epoch`) are installed and served from
     /// now on, unless the load is stale (the partition was unloaded or reloaded meanwhile).
     /// Records of groups that belong to another partition are left to that one's coordinator.
-    pub fn finish_load(
+    fn finish_load(
         self: &Arc<Self>,
         partition: i32,
         epoch: i32,
@@ -340,7 +347,7 @@ impl Coordinator {
     /// In a cluster: this broker no longer leads `partition`. Its groups leave the map at
     /// once (their requests get NOT_COORDINATOR from now on); then each is marked Dead and
     /// its waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR.
-    pub fn unload(&self, partition: i32) {
+    fn unload(&self, partition: i32) {
         let gone: Vec<Arc<GroupCell>> = {
             let mut g = self.groups.lock().unwrap();
             let Groups { map, owned, txns } = &mut *g;
@@ -375,6 +382,10 @@ impl Coordinator {
                 unloaded(&mut g);
             }
         });
+    }
+
+    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
+        super::replay::load_partition(p)
     }
 }
 

@@ -9,7 +9,6 @@
 //! COORDINATOR_LOAD_IN_PROGRESS; no write can come in between, since the coordinator refuses
 //! them while loading. A load overtaken by an unload or a newer epoch is dropped.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use tokio::sync::Notify;
 use tracing::warn;
 
 use super::Coordinator;
-use super::{replay, store};
+
 use crate::cluster::Partition;
 
 /// How often a load waiting for the high watermark checks whether it is still wanted.
@@ -34,8 +33,8 @@ pub trait PartitionLoads: Send + Sync + 'static {
     fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool;
     /// Whether the load begun at `epoch` is still wanted.
     fn is_loading(&self, partition: i32, epoch: i32) -> bool;
-    /// Installs a replay unless the load became stale meanwhile.
-    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded);
+    /// Installs a replay unless the load became stale meanwhile (then false).
+    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded) -> bool;
     /// Stops coordinating `partition`.
     fn unload(&self, partition: i32);
     /// Replays a partition from its log start to its high watermark.
@@ -55,7 +54,9 @@ pub fn became_leader<C: PartitionLoads>(coordinator: &Arc<C>, p: Arc<Partition>,
         let wanted = || coordinator.is_loading(index, epoch);
         match load_when_committed(p, wanted, C::replay).await {
             None => {}
-            Some(Ok(loaded)) => coordinator.finish_load(index, epoch, loaded),
+            Some(Ok(loaded)) => {
+                coordinator.finish_load(index, epoch, loaded);
+            }
             // As Kafka's runtime does with a failed load: the partition is not coordinated
             // here (NOT_COORDINATOR) until leadership changes again.
             Some(Err(e)) => {
@@ -64,26 +65,6 @@ pub fn became_leader<C: PartitionLoads>(coordinator: &Arc<C>, p: Arc<Partition>,
             }
         }
     });
-}
-
-impl PartitionLoads for Coordinator {
-    type Loaded = HashMap<String, replay::Loaded>;
-    const TOPIC: &'static str = store::TOPIC;
-    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
-        Coordinator::begin_load(self, partition, epoch, count)
-    }
-    fn is_loading(&self, partition: i32, epoch: i32) -> bool {
-        Coordinator::is_loading(self, partition, epoch)
-    }
-    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded) {
-        Coordinator::finish_load(self, partition, epoch, loaded);
-    }
-    fn unload(&self, partition: i32) {
-        Coordinator::unload(self, partition)
-    }
-    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
-        replay::load_partition(p)
-    }
 }
 
 /// A coordinator's load of `p`, which this broker has just become the leader of: waits

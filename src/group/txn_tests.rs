@@ -12,6 +12,7 @@ use super::coordinator::{CommitOffset, Coordinator, FetchedOffset, TxnCommitPara
 use super::records::{self, Key};
 use super::store::{Leader, MemoryLog, TxnProducer};
 use super::tests::{coordinator, join_new, join_params, replayed, simple_commit, spawn_join, sync};
+use crate::group::loader::PartitionLoads;
 
 const UNSTABLE: i16 = 88;
 

@@ -35,7 +35,9 @@ use super::rules::{self, EndStep, Step};
 use super::state::*;
 use super::store::{TOPIC, TxnLog};
 use crate::broker::now_ms;
+use crate::cluster::Partition;
 use crate::group::coordinator::ownership::Ownership;
+use crate::group::loader::PartitionLoads;
 
 /// The transaction version the coordinator itself uses (for the aborts it starts): the
 /// finalized `transaction.version` this broker advertises.
@@ -544,11 +546,16 @@ impl Coordinator {
     }
 
     // ---- loading ---------------------------------------------------------------------
+}
+
+impl PartitionLoads for Coordinator {
+    type Loaded = HashMap<String, Transit>;
+    const TOPIC: &'static str = TOPIC;
 
     /// This broker leads `partition` (of `count`) of `__transaction_state` at `epoch`.
     /// Returns whether the caller must load it now (then [`Coordinator::finish_load`]);
     /// meanwhile its ids get COORDINATOR_LOAD_IN_PROGRESS.
-    pub fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
+    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
         self.inner
             .lock()
             .unwrap()
@@ -556,7 +563,7 @@ impl Coordinator {
             .begin_load(partition, epoch, count)
     }
 
-    pub fn is_loading(&self, partition: i32, epoch: i32) -> bool {
+    fn is_loading(&self, partition: i32, epoch: i32) -> bool {
         self.inner
             .lock()
             .unwrap()
@@ -567,7 +574,7 @@ impl Coordinator {
     /// Installs the ids replayed from `partition` (loaded at `epoch`) unless the load is
     /// stale, and completes the transactions found prepared (their markers may not all have
     /// been written). Ids that belong to another partition are left to that one.
-    pub fn finish_load(
+    fn finish_load(
         self: &Arc<Self>,
         partition: i32,
         epoch: i32,
@@ -620,12 +627,16 @@ impl Coordinator {
 
     /// This broker no longer leads `partition`: its ids are forgotten here at once (their
     /// requests get NOT_COORDINATOR; markers in flight stop at their next step).
-    pub fn unload(&self, partition: i32) {
+    fn unload(&self, partition: i32) {
         let mut g = self.inner.lock().unwrap();
         let Inner { owned, txns } = &mut *g;
         if owned.unload(partition) {
             txns.retain(|id, _| owned.partition_of(id) != Some(partition));
         }
+    }
+
+    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
+        super::store::load_partition(p)
     }
 }
 

@@ -10,6 +10,7 @@ use super::markers::{MarkerFuture, MarkerRequest, MarkerWriter, Written};
 use super::records;
 use super::state::*;
 use super::store::MemoryLog;
+use crate::group::loader::PartitionLoads;
 
 #[derive(Default)]
 struct Markers {

@@ -5,13 +5,11 @@
 //! with, the partition is replayed on the blocking pool) and installs its ids; meanwhile they get
 //! COORDINATOR_LOAD_IN_PROGRESS. Transactions found prepared are then completed.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Coordinator;
-use super::state::Transit;
-use super::store::{self, TOPIC};
-use crate::cluster::{Partition, TopicInfo};
+use super::store;
+use crate::cluster::TopicInfo;
 use crate::group::loader::PartitionLoads;
 
 /// One node: every partition of `topic` is led here; each is replayed and installed.
@@ -24,26 +22,6 @@ pub fn load_all(coordinator: &Arc<Coordinator>, topic: &TopicInfo) -> anyhow::Re
         }
     }
     Ok(())
-}
-
-impl PartitionLoads for Coordinator {
-    type Loaded = HashMap<String, Transit>;
-    const TOPIC: &'static str = TOPIC;
-    fn begin_load(&self, partition: i32, epoch: i32, count: i32) -> bool {
-        Coordinator::begin_load(self, partition, epoch, count)
-    }
-    fn is_loading(&self, partition: i32, epoch: i32) -> bool {
-        Coordinator::is_loading(self, partition, epoch)
-    }
-    fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded) {
-        Coordinator::finish_load(self, partition, epoch, loaded);
-    }
-    fn unload(&self, partition: i32) {
-        Coordinator::unload(self, partition)
-    }
-    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
-        store::load_partition(p)
-    }
 }
 
 /// This broker no longer leads partition `index` of `__transaction_state`.
