@@ -13,7 +13,7 @@
 // input partition exactly (every record once, in order), and the group's committed offsets
 // must be the input's end offsets.
 //
-// Usage: etl -bootstrap host:port -tag <name prefix> [-n 6000]; prints `OK <details>` or
+// Usage: etl -bootstrap host:port[,host:port...] -tag <name prefix> [-n 6000]; prints `OK <details>` or
 // `FAIL <reason>` as its last line (exit 0 / 1).
 package main
 
@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ func (m *member) error() error {
 
 func client(opts ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(*bootstrap), kgo.ClientID("sluice-txn-etl"), kgo.RetryTimeout(60 * time.Second),
+		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.ClientID("sluice-txn-etl"), kgo.RetryTimeout(60 * time.Second),
 	}, opts...)...)
 }
 
@@ -73,7 +74,7 @@ func client(opts ...kgo.Opt) (*kgo.Client, error) {
 func (m *member) run(ctx context.Context, in, out, group string, pauseAt int64) {
 	defer close(m.done)
 	s, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(*bootstrap), kgo.ClientID("sluice-txn-etl-"+m.name),
+		kgo.SeedBrokers(strings.Split(*bootstrap, ",")...), kgo.ClientID("sluice-txn-etl-"+m.name),
 		kgo.TransactionalID(*tag+"-tx-"+m.name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
