@@ -138,7 +138,14 @@ async fn run(config: BrokerConfig) -> i32 {
     broker.spawn_background();
     let mut tasks = Vec::new();
     for l in listeners {
-        tasks.push(tokio::spawn(server::accept_loop(l, broker.clone())));
+        let broker = broker.clone();
+        tasks.push(tokio::spawn(async move {
+            // A cluster node serves once it has caught up with the metadata log.
+            if let Some(node) = broker.cluster.get() {
+                node.caught_up().await;
+            }
+            server::accept_loop(l, broker).await
+        }));
     }
     let (adv_host, adv_port) = &broker.advertised;
     let advertised = sluice::config::Listener {

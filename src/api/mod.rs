@@ -329,6 +329,46 @@ pub fn local_partition(
 mod tests {
     use super::FrameHead;
 
+    /// docs/apis.md has a row per API key whose Sluice column is what [`super::APIS`]
+    /// advertises ("—" for a key not served).
+    #[test]
+    fn the_api_table_in_docs_says_what_is_served() {
+        use kafka_protocol::messages::ApiKey;
+        let mut rows = std::collections::BTreeMap::new();
+        for line in include_str!("../../docs/apis.md").lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            if let (Some(key), true) = (
+                cells.get(1).and_then(|c| c.parse::<i16>().ok()),
+                cells.len() == 8,
+            ) {
+                rows.insert(key, (cells[2].to_string(), cells[5].to_string()));
+            }
+        }
+        for spec in super::APIS {
+            let want = if spec.min == spec.max {
+                spec.min.to_string()
+            } else {
+                format!("{}–{}", spec.min, spec.max)
+            };
+            let key = spec.key as i16;
+            let (name, got) = rows
+                .get(&key)
+                .unwrap_or_else(|| panic!("no row for {:?}", spec.key));
+            assert_eq!(name, &format!("{:?}", spec.key), "key {key}");
+            assert_eq!(got, &want, "{name}");
+        }
+        for (key, (name, got)) in &rows {
+            if !super::APIS.iter().any(|s| s.key as i16 == *key) {
+                assert_eq!(got, "—", "{name} is not served");
+            }
+        }
+        for k in 0..200i16 {
+            if let Ok(api) = ApiKey::try_from(k) {
+                assert!(rows.contains_key(&k), "no row for {api:?}");
+            }
+        }
+    }
+
     #[test]
     fn frame_head_reads_what_is_there() {
         let mut f = vec![0, 3, 0, 99, 0, 0, 0, 7, 0, 2, b'i', b'd', 0xff];

@@ -110,6 +110,9 @@ impl ClusterNode {
                         fenced = r.is_fenced;
                         info!("broker is {}", if fenced { "fenced" } else { "unfenced" });
                     }
+                    if !fenced {
+                        self.unfenced.send_replace(true);
+                    }
                     // A fenced broker that has caught up is unfenced by its next heartbeat.
                     let wait = if r.is_fenced {
                         Duration::from_millis(100).min(every)

@@ -198,6 +198,11 @@ pub struct ClusterNode {
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     pub cancel: CancellationToken,
     broker: Weak<Broker>,
+    /// Whether the controller has unfenced this broker since it started (its metadata had
+    /// caught up with its registration).
+    unfenced: watch::Sender<bool>,
+    /// The offset of the last image reconciled with the local replicas.
+    reconciled: watch::Sender<u64>,
 }
 
 impl ClusterNode {
@@ -232,6 +237,8 @@ impl ClusterNode {
             cancel: cancel.clone(),
             broker: Arc::downgrade(broker),
             config: cc.clone(),
+            unfenced: watch::Sender::new(false),
+            reconciled: watch::Sender::new(0),
         });
         let rebalance = cc
             .auto_leader_rebalance
@@ -301,6 +308,21 @@ impl ClusterNode {
         self.broker.upgrade()
     }
 
+    /// Resolves once this broker may serve requests: the controller has unfenced it (its
+    /// metadata caught up with its registration) and the image it then had is reconciled with
+    /// the local replicas. Until then the replicas' roles may come from an image an earlier
+    /// run left on disk (a restarted leader would still think it leads), so the listeners
+    /// accept nothing, as Kafka's brokers enable request processing only after catching up.
+    pub async fn caught_up(&self) {
+        let mut unfenced = self.unfenced.subscribe();
+        if unfenced.wait_for(|u| *u).await.is_err() {
+            return;
+        }
+        let target = self.image().offset;
+        let mut reconciled = self.reconciled.subscribe();
+        let _ = reconciled.wait_for(|o| *o >= target).await;
+    }
+
     /// Reconciles every new image with the local replicas, then hands the followed ones to
     /// the fetchers.
     async fn follow_images(self: Arc<Self>, mut images: watch::Receiver<Arc<MetadataImage>>) {
@@ -322,6 +344,7 @@ impl ClusterNode {
                 }
                 Err(e) => warn!("reconciling the metadata image failed: {e}"),
             }
+            self.reconciled.send_replace(img.offset);
             drop(broker);
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
