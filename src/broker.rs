@@ -90,8 +90,8 @@ impl Broker {
 
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
     /// `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
-    /// `producer.id.expiration.ms`; the log dirs' high watermark and recovery point
-    /// checkpoints (`cluster::checkpoints`).
+    /// `producer.id.expiration.ms`; the log dirs' high watermark, recovery point and log
+    /// start checkpoints (`cluster::checkpoints`).
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
         self.txns.start();
@@ -107,6 +107,12 @@ impl Broker {
                 .controller
                 .checkpoints
                 .write_recovery_points(&b.controller.topics());
+        });
+        self.spawn_periodic(cp.log_start_interval_ms, |b| {
+            let _ = b
+                .controller
+                .checkpoints
+                .write_log_starts(&b.controller.topics());
         });
         self.spawn_periodic(self.config.log_retention_check_interval_ms, |b| {
             b.controller.apply_retention(now_ms())

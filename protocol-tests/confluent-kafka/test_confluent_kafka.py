@@ -6,16 +6,21 @@ explicit offsets, a placeholder group.id and enable.auto.commit=false.
 librdkafka's producer is not idempotent by default; the suite's producers turn
 enable.idempotence on (InitProducerId, sequence numbers checked by the broker).
 """
+import json
+import os
 import random
+import shlex
 import socket
 import struct
+import subprocess
 import time
 
 from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
+from harness import (BOOTSTRAP, BROKER_CTL, RUN_TAG, Suite, check, host_port, info,
+                     wait_until)
 
 S = Suite("confluent-kafka")
 T = 30  # seconds: default bound for any single client wait
@@ -737,6 +742,156 @@ def offset_validation_with_leader_epoch():
     check(err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET,
           "want _AUTO_OFFSET_RESET, got %s (%d records)" % (err, len(got)))
     check("end offset is -1" in err.str(), err.str())
+
+
+# --------------------------------------------------------------------------
+# DeleteRecords: the log start offset moves, consumers start there, segment files below it go,
+# and it survives a kill -9 once checkpointed (broker-overrides: the checkpoint every second,
+# retention checks every second so that Kafka deletes the segments soon too).
+
+def _create_small_segments(name):
+    a = admin()
+    # 1 MiB: Kafka 4.4's smallest segment.bytes.
+    fs = a.create_topics([NewTopic(name, 1, 1, config={"segment.bytes": "1048576"})],
+                         operation_timeout=T, request_timeout=T)
+    fs[name].result(timeout=T)
+    wait_partitions_ready(name, 1)
+    return name
+
+
+def _segment_bases(topic):
+    """Base offsets of the partition's segment files in the broker's data dir (Kafka renames
+    deleted ones to .log.deleted before removing them: those do not count)."""
+    d = os.path.join(os.environ["BROKER_DATA"], "%s-0" % topic)
+    return sorted(int(f[:-4]) for f in os.listdir(d) if f.endswith(".log"))
+
+
+def _expect_kept(bases, start):
+    """The segments a log start of `start` keeps: all but those whose successor begins at or
+    below it."""
+    return [b for i, b in enumerate(bases) if i + 1 >= len(bases) or bases[i + 1] > start]
+
+
+def _watermarks(topic):
+    c = consumer()
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()
+
+
+def _first_offset_consumed(topic, assign_offset):
+    """The offset of the first record a consumer with auto.offset.reset=earliest reads, assigned
+    at `assign_offset` (OFFSET_INVALID: no committed offset, so the reset policy decides)."""
+    c = consumer(**{"auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, assign_offset)])
+        deadline = time.monotonic() + T
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                raise AssertionError("consumer error: %s" % m.error())
+            return m.offset()
+        raise AssertionError("nothing consumed from %s" % topic)
+    finally:
+        c.close()
+
+
+def _produce_values(topic, n):
+    """n records of 100 kB, about ten to a 1 MiB segment (two to a batch)."""
+    produce_all(producer(**{"batch.size": 250000}), topic,
+                [{"partition": 0, "key": None, "value": b"x" * 100000} for _ in range(n)])
+
+
+@S.scenario("delete_records_admin", timeout=90)
+def delete_records_admin():
+    t = _create_small_segments(topic_name("delrec"))
+    _produce_values(t, 60)
+    bases = _segment_bases(t)
+    check(len(bases) >= 4, "several segments: %s" % bases)
+    start = bases[2] + 1  # inside the third segment
+    a = admin()
+    fs = a.delete_records([TopicPartition(t, 0, start)], request_timeout=T, operation_timeout=T)
+    res = fs[TopicPartition(t, 0, start)].result(timeout=T)
+    check(res.low_watermark == start, "low watermark %d, want %d" % (res.low_watermark, start))
+    check(_watermarks(t) == (start, 60), "watermarks %s" % (_watermarks(t),))
+    # Above the high watermark: OFFSET_OUT_OF_RANGE, nothing moves.
+    fs = a.delete_records([TopicPartition(t, 0, 61)], request_timeout=T, operation_timeout=T)
+    try:
+        fs[TopicPartition(t, 0, 61)].result(timeout=T)
+        raise AssertionError("delete_records past the high watermark succeeded")
+    except KafkaException as e:
+        check(e.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE, "error %s" % e)
+    check(_watermarks(t)[0] == start, "low watermark moved: %s" % (_watermarks(t),))
+    # Consumers from the beginning (no committed offset) and from below the start begin there.
+    check(_first_offset_consumed(t, -1001) == start, "reset to earliest")
+    check(_first_offset_consumed(t, 0) == start, "out of range from 0, reset to earliest")
+    want = _expect_kept(bases, start)
+    wait_until(lambda: _segment_bases(t) == want, 30,
+               "segment files %s (now %s)" % (want, _segment_bases(t)))
+
+
+def _kafka_tool(main_class, *args):
+    libs = os.environ.get("KAFKA_LIBS") or subprocess.run(
+        [os.path.join(os.environ["SLUICE_ROOT"], "scripts", "kafka-fetch")],
+        stdout=subprocess.PIPE, check=True, timeout=600).stdout.decode().strip()
+    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+           "-cp", os.path.join(libs, "*"), main_class] + list(args)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    out = r.stdout.decode(errors="replace")
+    check(r.returncode == 0, "%s exited %d: %s %s" % (
+        main_class, r.returncode, out[-300:], r.stderr.decode(errors="replace")[-500:]))
+    return out
+
+
+def _broker_ctl(cmd):
+    check(BROKER_CTL, "BROKER_CTL is not set")
+    r = subprocess.run(shlex.split(BROKER_CTL) + [cmd], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=150)
+    check(r.returncode == 0, "broker-ctl %s exited %d: %s" % (
+        cmd, r.returncode, r.stdout.decode(errors="replace")[-400:]))
+
+
+def _checkpointed_start(topic):
+    path = os.path.join(os.environ["BROKER_DATA"], "log-start-offset-checkpoint")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for line in lines[2:]:
+        name, part, offset = line.split()
+        if name == topic and part == "0":
+            return int(offset)
+    return None
+
+
+@S.scenario("delete_records_tool_and_kill9", timeout=240)
+def delete_records_tool_and_kill9():
+    t = _create_small_segments(topic_name("delrec-tool"))
+    _produce_values(t, 50)
+    bases = _segment_bases(t)
+    start = bases[1] + 2  # inside the second segment
+    spec = os.path.join(os.environ.get("SUITE_TMP", "/tmp"), "delete-%s.json" % t)
+    with open(spec, "w") as f:
+        json.dump({"version": 1, "partitions": [{"topic": t, "partition": 0, "offset": start}]}, f)
+    out = _kafka_tool("org.apache.kafka.tools.DeleteRecordsCommand",
+                      "--bootstrap-server", BOOTSTRAP, "--offset-json-file", spec)
+    info("kafka-delete-records: %s" % out.strip().replace("\n", " | "))
+    check("partition: %s-0\tlow_watermark: %d" % (t, start) in out, "tool output: %r" % out)
+    check(_first_offset_consumed(t, -1001) == start, "reset to earliest")
+    want = _expect_kept(bases, start)
+    wait_until(lambda: _segment_bases(t) == want, 30,
+               "segment files %s (now %s)" % (want, _segment_bases(t)))
+    # Once the start is in log-start-offset-checkpoint it survives kill -9, even inside a segment.
+    wait_until(lambda: _checkpointed_start(t) == start, 30, "%s-0 %d in the checkpoint" % (t, start))
+    _broker_ctl("kill9")
+    _broker_ctl("start")
+    wait_partitions_ready(t, 1, timeout=90)
+    wait_until(lambda: _watermarks(t) == (start, 50), 60,
+               "watermarks (%d, 50) after kill -9" % start)
+    # OFFSET_BEGINNING: no group coordinator needed while the broker is still loading groups.
+    check(_first_offset_consumed(t, -2) == start, "from the beginning after kill -9")
+    check(_segment_bases(t) == want, "segment files after restart %s" % _segment_bases(t))
 
 
 if __name__ == "__main__":

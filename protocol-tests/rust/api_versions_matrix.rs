@@ -287,6 +287,19 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.timeout_ms = 5000;
             built::<_, DeleteTopicsResponse>(r)
         }
+        ApiKey::DeleteRecords => {
+            // Offset 0 is never above the high watermark: the log start stays where it is.
+            let mut p = delete_records_request::DeleteRecordsPartition::default();
+            p.partition_index = 0;
+            p.offset = 0;
+            let mut t = delete_records_request::DeleteRecordsTopic::default();
+            t.name = topic_name(TOPIC);
+            t.partitions = vec![p];
+            let mut r = DeleteRecordsRequest::default();
+            r.topics = vec![t];
+            r.timeout_ms = 5000;
+            built::<_, DeleteRecordsResponse>(r)
+        }
         ApiKey::InitProducerId => {
             let mut r = InitProducerIdRequest::default();
             r.transaction_timeout_ms = 60_000;

@@ -259,6 +259,8 @@ struct Wanted {
     max_bytes: usize,
     current_leader_epoch: i32,
     last_fetched_epoch: i32,
+    /// A follower's log start offset (v5+; -1: not sent).
+    log_start_offset: i64,
     /// KIP-392: the leader sends a consumer to this replica of its rack (-1: read here).
     preferred_read_replica: i32,
     /// A consumer with client metadata (v11+) may read from a follower.
@@ -309,6 +311,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 max_bytes: fp.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: if v >= 9 { fp.current_leader_epoch } else { -1 },
                 last_fetched_epoch: if v >= 12 { fp.last_fetched_epoch } else { -1 },
+                log_start_offset: if v >= 5 { fp.log_start_offset } else { -1 },
                 preferred_read_replica: -1,
                 follower_read: false,
             });
@@ -457,6 +460,7 @@ fn read_one(
             min_one_batch,
             current_leader_epoch: w.current_leader_epoch,
             last_fetched_epoch: w.last_fetched_epoch,
+            log_start_offset: w.log_start_offset,
         };
         let read = p.read_for_follower(replica, &fetch, now_ms())?;
         if let Some(isr) = &read.isr_expansion {

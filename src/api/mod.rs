@@ -21,6 +21,7 @@ pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -101,6 +102,7 @@ pub static APIS: &[ApiSpec] = &[
     api_versions::SPEC,
     create_topics::SPEC,
     delete_topics::SPEC,
+    delete_records::SPEC,
     create_partitions::SPEC,
     describe_cluster::SPEC,
     // issue 4: producer

@@ -9,9 +9,15 @@
 //!   flushed), written every `log.flush.offset.checkpoint.interval.ms` (default 60000). After
 //!   an unclean shutdown, recovery scans each log from the segment holding its recovery point;
 //!   a log the file does not name (or a dir without the file) is scanned whole, as Kafka does.
+//! - `log-start-offset-checkpoint`: each log's start offset where it lies inside the log's
+//!   first segment (DeleteRecords, or a follower following its leader's start; elsewhere the
+//!   first segment's base offset is the start), written every
+//!   `log.flush.start.offset.checkpoint.interval.ms` (default 60000) and, unlike Kafka, also
+//!   before a DeleteRecords is answered, so an acknowledged deletion survives kill -9. At
+//!   start-up each log's start is moved back up to it.
 //!
-//! Both are written at clean shutdown too (high watermarks before the logs close, recovery
-//! points after, so they are the log ends). The files are read once, at start-up; writers are
+//! All are written at clean shutdown too (high watermarks before the logs close, recovery
+//! points and log starts after, so the recovery points are the log ends). The files are read once, at start-up; writers are
 //! serialised per file, so the periodic tasks and the shutdown never interleave.
 
 use std::collections::HashMap;
@@ -24,20 +30,33 @@ use tracing::warn;
 use super::controller::TopicInfo;
 use super::partition::Partition;
 use crate::config::BrokerConfig;
-use crate::log::checkpoint::{self, HIGH_WATERMARK_FILE, Offsets, RECOVERY_POINT_FILE};
+use crate::log::checkpoint::{
+    self, HIGH_WATERMARK_FILE, LOG_START_FILE, Offsets, RECOVERY_POINT_FILE,
+};
 
 pub const HIGH_WATERMARK_INTERVAL_KEY: &str = "replica.high.watermark.checkpoint.interval.ms";
 pub const RECOVERY_POINT_INTERVAL_KEY: &str = "log.flush.offset.checkpoint.interval.ms";
+pub const LOG_START_INTERVAL_KEY: &str = "log.flush.start.offset.checkpoint.interval.ms";
+
+/// One log dir's checkpoints as read at start-up.
+#[derive(Default)]
+struct Restored {
+    high_watermarks: Offsets,
+    /// None: no file there.
+    recovery_points: Option<Offsets>,
+    log_starts: Offsets,
+}
 
 /// The checkpoints as read at start-up, and the writer of new ones.
 pub struct LogDirCheckpoints {
     log_dirs: Vec<PathBuf>,
-    /// Per log dir: high watermarks, and recovery points (None: no file there).
-    restored: HashMap<PathBuf, (Offsets, Option<Offsets>)>,
+    restored: HashMap<PathBuf, Restored>,
     pub high_watermark_interval_ms: u64,
     pub recovery_point_interval_ms: u64,
+    pub log_start_interval_ms: u64,
     write_high_watermarks: Mutex<()>,
     write_recovery_points: Mutex<()>,
+    write_log_starts: Mutex<()>,
 }
 
 /// A millisecond interval from the broker's properties, or Kafka's default if unset.
@@ -74,28 +93,37 @@ impl LogDirCheckpoints {
     pub fn load(config: &BrokerConfig) -> Result<LogDirCheckpoints> {
         let mut restored = HashMap::new();
         for dir in &config.log_dirs {
-            let hw = read_or_warn(&dir.join(HIGH_WATERMARK_FILE)).unwrap_or_default();
-            let rp = read_or_warn(&dir.join(RECOVERY_POINT_FILE));
-            restored.insert(dir.clone(), (hw, rp));
+            let r = Restored {
+                high_watermarks: read_or_warn(&dir.join(HIGH_WATERMARK_FILE)).unwrap_or_default(),
+                recovery_points: read_or_warn(&dir.join(RECOVERY_POINT_FILE)),
+                log_starts: read_or_warn(&dir.join(LOG_START_FILE)).unwrap_or_default(),
+            };
+            restored.insert(dir.clone(), r);
         }
         Ok(LogDirCheckpoints {
             log_dirs: config.log_dirs.clone(),
             restored,
             high_watermark_interval_ms: interval_ms(config, HIGH_WATERMARK_INTERVAL_KEY, 5000)?,
             recovery_point_interval_ms: interval_ms(config, RECOVERY_POINT_INTERVAL_KEY, 60_000)?,
+            log_start_interval_ms: interval_ms(config, LOG_START_INTERVAL_KEY, 60_000)?,
             write_high_watermarks: Mutex::new(()),
             write_recovery_points: Mutex::new(()),
+            write_log_starts: Mutex::new(()),
         })
     }
 
-    fn restored(&self, partition_dir: &Path) -> Option<&(Offsets, Option<Offsets>)> {
+    fn restored(&self, partition_dir: &Path) -> Option<&Restored> {
         self.restored.get(partition_dir.parent()?)
     }
 
     /// The checkpointed high watermark of the partition in `partition_dir` (0 if none).
     pub fn high_watermark(&self, partition_dir: &Path, topic: &str, partition: i32) -> i64 {
         self.restored(partition_dir)
-            .and_then(|(hw, _)| hw.get(&(topic.to_string(), partition)).copied())
+            .and_then(|r| {
+                r.high_watermarks
+                    .get(&(topic.to_string(), partition))
+                    .copied()
+            })
             .unwrap_or(0)
     }
 
@@ -103,28 +131,40 @@ impl LogDirCheckpoints {
     /// checkpointed recovery point, or 0 (the whole log) if none.
     pub fn recovery_point(&self, partition_dir: &Path, topic: &str, partition: i32) -> i64 {
         self.restored(partition_dir)
-            .and_then(|(_, rp)| rp.as_ref())
+            .and_then(|r| r.recovery_points.as_ref())
             .and_then(|rp| rp.get(&(topic.to_string(), partition)).copied())
             .unwrap_or(0)
+    }
+
+    /// The checkpointed log start offset of the log in `partition_dir`, if one is recorded.
+    pub fn log_start(&self, partition_dir: &Path, topic: &str, partition: i32) -> Option<i64> {
+        self.restored(partition_dir)
+            .and_then(|r| r.log_starts.get(&(topic.to_string(), partition)).copied())
     }
 
     /// Writes `replication-offset-checkpoint` in every log dir.
     pub fn write_high_watermarks(&self, topics: &[Arc<TopicInfo>]) -> Result<()> {
         let _w = self.write_high_watermarks.lock().unwrap();
-        self.write(HIGH_WATERMARK_FILE, topics, Partition::high_watermark)
+        self.write(HIGH_WATERMARK_FILE, topics, |p| Some(p.high_watermark()))
     }
 
     /// Writes `recovery-point-offset-checkpoint` in every log dir.
     pub fn write_recovery_points(&self, topics: &[Arc<TopicInfo>]) -> Result<()> {
         let _w = self.write_recovery_points.lock().unwrap();
-        self.write(RECOVERY_POINT_FILE, topics, Partition::recovery_point)
+        self.write(RECOVERY_POINT_FILE, topics, |p| Some(p.recovery_point()))
+    }
+
+    /// Writes `log-start-offset-checkpoint` in every log dir.
+    pub fn write_log_starts(&self, topics: &[Arc<TopicInfo>]) -> Result<()> {
+        let _w = self.write_log_starts.lock().unwrap();
+        self.write(LOG_START_FILE, topics, Partition::log_start_to_checkpoint)
     }
 
     fn write(
         &self,
         file: &str,
         topics: &[Arc<TopicInfo>],
-        value: impl Fn(&Partition) -> i64,
+        value: impl Fn(&Partition) -> Option<i64>,
     ) -> Result<()> {
         let mut per_dir: HashMap<&Path, Offsets> = self
             .log_dirs
@@ -133,8 +173,10 @@ impl LogDirCheckpoints {
             .collect();
         for t in topics {
             for p in &t.partitions {
-                if let Some(offsets) = per_dir.get_mut(p.log_dir()) {
-                    offsets.insert((t.name.to_string(), p.index), value(p));
+                if let Some(offsets) = per_dir.get_mut(p.log_dir())
+                    && let Some(v) = value(p)
+                {
+                    offsets.insert((t.name.to_string(), p.index), v);
                 }
             }
         }
@@ -183,6 +225,15 @@ mod tests {
         assert_eq!(c.recovery_point(&dir.join("t-0"), "t", 0), 17);
         assert_eq!(c.recovery_point(&dir.join("u-0"), "u", 0), 0);
         assert_eq!(c.high_watermark(&dir.join("t-0"), "t", 0), 0);
+        assert_eq!(c.log_start(&dir.join("t-0"), "t", 0), None);
+
+        let mut ls = Offsets::new();
+        ls.insert(("t".into(), 0), 123);
+        checkpoint::write(&dir.join(LOG_START_FILE), &ls).unwrap();
+        let c = LogDirCheckpoints::load(&config(dir, &[]).unwrap()).unwrap();
+        assert_eq!(c.log_start_interval_ms, 60_000);
+        assert_eq!(c.log_start(&dir.join("t-0"), "t", 0), Some(123));
+        assert_eq!(c.log_start(&dir.join("t-1"), "t", 1), None);
     }
 
     #[test]

@@ -374,13 +374,18 @@ impl Controller {
         fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_partition_metadata(&dir, id)?;
         let recovery_point = self.checkpoints.recovery_point(&dir, name, index);
-        let log = Log::open_from_recovery_point(
+        let mut log = Log::open_from_recovery_point(
             &dir,
             effective.log.clone(),
             needs_recovery,
             Some(recovery_point),
         )
         .with_context(|| format!("cannot open log {}", dir.display()))?;
+        if let Some(start) = self.checkpoints.log_start(&dir, name, index) {
+            // Within the log: a tail lost in a crash cannot leave the start past the end.
+            log.advance_log_start(start.min(log.log_end_offset()))
+                .with_context(|| format!("cannot restore the log start of {}", dir.display()))?;
+        }
         let hw = self.checkpoints.high_watermark(&dir, name, index);
         let p = Partition::new(name.clone(), index, id, node, log, state, hw);
         p.set_min_insync_replicas(effective.min_insync_replicas);
@@ -647,7 +652,8 @@ impl Controller {
     }
 
     /// Checkpoints the high watermarks, flushes and closes every log, checkpoints the
-    /// recovery points (now the log ends), then marks each log dir as cleanly shut down.
+    /// recovery points (now the log ends) and log starts, then marks each log dir as cleanly
+    /// shut down.
     pub fn shutdown(&self) -> Result<()> {
         let mut ok = self
             .checkpoints
@@ -665,6 +671,7 @@ impl Controller {
             .checkpoints
             .write_recovery_points(&self.topics())
             .is_ok();
+        ok &= self.checkpoints.write_log_starts(&self.topics()).is_ok();
         if ok {
             for dir in &self.config.log_dirs {
                 let marker = dir.join(CLEAN_SHUTDOWN);

@@ -134,6 +134,19 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// Whether a topic's cleanup.policy (its own, else the broker's `log.cleanup.policy`) is
+/// `compact` without `delete`: such a log is never cut from the front, and DeleteRecords is
+/// refused (POLICY_VIOLATION), as Kafka's `Partition.deleteRecordsOnLeader` does.
+pub fn is_compact_only(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> bool {
+    let policy = topic
+        .get("cleanup.policy")
+        .or_else(|| broker.raw.get("log.cleanup.policy"))
+        .map_or("delete", String::as_str);
+    let mut policies = policy.split(',').map(str::trim);
+    let compact = policies.clone().any(|p| p.eq_ignore_ascii_case("compact"));
+    compact && !policies.any(|p| p.eq_ignore_ascii_case("delete"))
+}
+
 /// The effective settings of one topic: its own configs over the broker's defaults.
 #[derive(Debug, Clone)]
 pub struct EffectiveTopicConfig {

@@ -155,6 +155,7 @@ pub const ACTED: &[&str] = &[
     "log.flush.interval.messages",
     "log.flush.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
+    "log.flush.start.offset.checkpoint.interval.ms",
     "log.index.interval.bytes",
     "log.index.size.max.bytes",
     "log.message.timestamp.type",

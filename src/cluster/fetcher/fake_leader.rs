@@ -234,6 +234,7 @@ async fn fetch(s: &Shared, req: FetchRequest) -> FetchResponse {
                     min_one_batch: bytes == 0,
                     current_leader_epoch: fp.current_leader_epoch,
                     last_fetched_epoch: fp.last_fetched_epoch,
+                    log_start_offset: fp.log_start_offset,
                 };
                 match p.read_for_follower(replica, &fetch, now_ms()) {
                     Ok(r) => {

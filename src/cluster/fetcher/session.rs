@@ -524,12 +524,14 @@ impl Session {
                     FetchAction::Append => {
                         let records = p.records.as_ref().expect("records present");
                         append(f, leader, &asked, records, p.high_watermark, now, backoff);
+                        follow_log_start(f, leader, p.log_start_offset);
                     }
                     FetchAction::HighWatermark => {
                         if still_at(f, &asked) {
                             f.target
                                 .partition
                                 .on_leader_high_watermark(p.high_watermark);
+                            follow_log_start(f, leader, p.log_start_offset);
                         }
                     }
                     FetchAction::Diverged { epoch, end_offset } => {
@@ -715,6 +717,17 @@ fn append(
             tracing::debug!(topic = %p.topic, partition = p.index, leader, first = info.first_offset, last = info.last_offset, "appended as follower")
         }
         Err(e) => local_failure(f, leader, e, now, backoff),
+    }
+}
+
+/// The leader's log start offset from a fetch answer: the follower's moves up to it (Kafka's
+/// `maybeIncrementLogStartOffset` on the follower), deleting the segments below.
+fn follow_log_start(f: &Followed, leader: i32, leader_log_start: i64) {
+    let p = &f.target.partition;
+    if leader_log_start > p.log_start_offset()
+        && let Err(e) = p.on_leader_log_start(leader_log_start)
+    {
+        tracing::warn!(topic = %p.topic, partition = p.index, leader, leader_log_start, "cannot follow the leader's log start: {e:?}");
     }
 }
 

@@ -102,6 +102,7 @@ fn copy(from: &Partition, to: &Partition, to_node: i32, epoch: i32) {
             min_one_batch: true,
             current_leader_epoch: epoch,
             last_fetched_epoch: pos.last_fetched_epoch,
+            log_start_offset: pos.log_start_offset,
         };
         let r = from.read_for_follower(to_node, &fetch, now_ms()).unwrap();
         if r.slice.len == 0 {

@@ -319,13 +319,14 @@ impl Partition {
         fetch_offset: i64,
         now: i64,
     ) -> Result<Option<Vec<i32>>, PartitionError> {
-        self.follower_fetched(replica, fetch_offset, self.log_end_offset(), now)
+        self.follower_fetched(replica, (fetch_offset, -1), self.log_end_offset(), now)
     }
 
+    /// `position`: the follower's fetch offset and log start offset (negative: not sent).
     fn follower_fetched(
         &self,
         replica: i32,
-        fetch_offset: i64,
+        (fetch_offset, log_start_offset): (i64, i64),
         leader_leo: i64,
         now: i64,
     ) -> Result<Option<Vec<i32>>, PartitionError> {
@@ -337,9 +338,11 @@ impl Partition {
             return Err(PartitionError::NotLeader);
         }
         let (advanced, expand) = ls.on_follower_fetch(replica, fetch_offset, leader_leo, now);
+        // A moved follower log start may complete a DeleteRecords waiting on the low watermark.
+        let started = ls.on_follower_log_start(replica, log_start_offset);
         self.publish(&r);
         drop(r);
-        if advanced {
+        if advanced || started {
             self.wake_waiters();
         }
         Ok(expand)
@@ -383,7 +386,12 @@ impl Partition {
                 .map_err(PartitionError::Read)?;
             (s, leo)
         };
-        let isr_expansion = self.follower_fetched(replica, fetch.offset, leader_leo, now)?;
+        let isr_expansion = self.follower_fetched(
+            replica,
+            (fetch.offset, fetch.log_start_offset),
+            leader_leo,
+            now,
+        )?;
         Ok(ReplicaRead {
             slice: FetchSlice::of(slice),
             diverging: None,
@@ -463,4 +471,6 @@ pub struct FollowerFetch {
     pub current_leader_epoch: i32,
     /// Negative: not sent.
     pub last_fetched_epoch: i32,
+    /// The follower's log start offset (negative: not sent).
+    pub log_start_offset: i64,
 }

@@ -29,6 +29,7 @@
 
 mod as_follower;
 mod as_leader;
+mod start_offset;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -50,6 +51,7 @@ use crate::producer::{CompletedTxn, ProducerState, StableOffsets};
 
 pub use as_follower::FollowerPosition;
 pub use as_leader::{AckOutcome, FollowerFetch, LeaderAppend, ReplicaRead};
+pub use start_offset::HIGH_WATERMARK;
 
 /// Replication state of a partition, as the controller assigned it.
 #[derive(Debug, Clone)]

@@ -54,6 +54,7 @@ pub(super) fn follower_fetch(offset: i64, epoch: i32, last_fetched_epoch: i32) -
         min_one_batch: true,
         current_leader_epoch: epoch,
         last_fetched_epoch,
+        log_start_offset: -1,
     }
 }
 
@@ -286,7 +287,8 @@ pub(super) fn replicate(
     now: i64,
 ) -> usize {
     let pos = follower.follower_position().unwrap();
-    let fetch = follower_fetch(pos.fetch_offset, pos.leader_epoch, pos.last_fetched_epoch);
+    let mut fetch = follower_fetch(pos.fetch_offset, pos.leader_epoch, pos.last_fetched_epoch);
+    fetch.log_start_offset = pos.log_start_offset;
     let r = leader.read_for_follower(follower_id, &fetch, now).unwrap();
     assert_eq!(r.diverging, None);
     let data = bytes(&r.slice);
@@ -430,4 +432,59 @@ fn a_follower_behind_the_leader_log_start_restarts_there() {
         .map(|e| (e.epoch, e.start_offset))
         .collect();
     assert_eq!(epochs, vec![(1, 100)], "no epoch before the restart");
+}
+
+#[tokio::test]
+async fn delete_records_moves_both_replicas_and_waits_for_the_follower() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("b1"), tmp.path().join("b2"));
+    let one = open(&d1, 1, &[1, 2], &[1, 2], 1, 0);
+    let two = open(&d2, 2, &[1, 2], &[1, 2], 1, 0);
+    for _ in 0..5 {
+        append(&one, 2, 1).unwrap();
+    }
+    while replicate(&one, &two, 2, 10) > 0 {}
+    replicate(&one, &two, 2, 11);
+    assert_eq!((one.high_watermark(), two.high_watermark()), (10, 10));
+    // A follower refuses; the leader refuses past its high watermark and below 0.
+    assert!(matches!(
+        two.delete_records_on_leader(4),
+        Err(PartitionError::NotLeader)
+    ));
+    for bad in [11, -2] {
+        assert!(matches!(
+            one.delete_records_on_leader(bad),
+            Err(PartitionError::Read(ReadError::OffsetOutOfRange { .. }))
+        ));
+    }
+    assert_eq!(one.delete_records_on_leader(5).unwrap(), 5);
+    assert_eq!(one.log_start_offset(), 5);
+    assert!(matches!(
+        one.read(4, MAX, true),
+        Err(PartitionError::Read(ReadError::OffsetOutOfRange { .. }))
+    ));
+    // The follower still starts at 0: the low watermark waits for it.
+    assert_eq!(one.low_watermark().unwrap(), 0);
+    let waited = one
+        .wait_for_low_watermark(5, std::time::Duration::from_millis(20))
+        .await
+        .unwrap();
+    assert_eq!(waited, None, "times out while the follower starts below");
+    // Its next fetch answer carries the leader's start; it reports its own in the next fetch.
+    assert!(two.on_leader_log_start(one.log_start_offset()).unwrap());
+    assert!(!two.on_leader_log_start(one.log_start_offset()).unwrap());
+    assert_eq!(two.log_start_offset(), 5);
+    assert_eq!(two.log_start_to_checkpoint(), Some(5));
+    replicate(&one, &two, 2, 20);
+    assert_eq!(one.low_watermark().unwrap(), 5);
+    let waited = one
+        .wait_for_low_watermark(5, std::time::Duration::from_millis(20))
+        .await
+        .unwrap();
+    assert_eq!(waited, Some(5));
+    // -1 is the high watermark; a follower never moves past its own high watermark.
+    append(&one, 2, 1).unwrap();
+    assert_eq!(one.delete_records_on_leader(-1).unwrap(), 10);
+    assert!(two.on_leader_log_start(12).unwrap());
+    assert_eq!(two.log_start_offset(), 10);
 }

@@ -30,6 +30,21 @@ pub struct Progress {
     pub last_fetch_ms: i64,
     /// The leader's log end offset when this follower last fetched.
     last_fetch_leader_leo: i64,
+    /// The follower's log start offset, as its last fetch said (-1: not known yet).
+    pub log_start_offset: i64,
+}
+
+impl Progress {
+    /// A follower not heard from, caught up at `last_caught_up_ms` (-1: never).
+    fn unknown(last_caught_up_ms: i64) -> Progress {
+        Progress {
+            log_end_offset: -1,
+            last_caught_up_ms,
+            last_fetch_ms: -1,
+            last_fetch_leader_leo: -1,
+            log_start_offset: -1,
+        }
+    }
 }
 
 /// When an acks=all produce whose last offset is `required - 1` may be answered.
@@ -70,15 +85,7 @@ impl LeaderState {
             .filter(|r| **r != local)
             .map(|r| {
                 let caught_up = if p.isr.contains(r) { now } else { -1 };
-                (
-                    *r,
-                    Progress {
-                        log_end_offset: -1,
-                        last_caught_up_ms: caught_up,
-                        last_fetch_ms: -1,
-                        last_fetch_leader_leo: -1,
-                    },
-                )
+                (*r, Progress::unknown(caught_up))
             })
             .collect();
         LeaderState {
@@ -207,6 +214,31 @@ impl LeaderState {
         (advanced, expand)
     }
 
+    /// A follower's fetch carried its log start offset (negative: not sent). Returns whether
+    /// it moved, which may move the low watermark.
+    pub fn on_follower_log_start(&mut self, follower: i32, log_start_offset: i64) -> bool {
+        match self.followers.get_mut(&follower) {
+            Some(p) if log_start_offset >= 0 && p.log_start_offset != log_start_offset => {
+                p.log_start_offset = log_start_offset;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The low watermark (Kafka's `lowWatermarkIfLeader`): the smallest log start offset over
+    /// this leader (`leader_log_start`) and the followers of the maximal ISR, the replicas
+    /// the leader knows to be alive; a member not heard from yet counts as -1. A DeleteRecords
+    /// is complete once it reaches the requested offset. (Kafka counts every replica on a live
+    /// broker; a follower out of the ISR learns the new start when it catches up.)
+    pub fn low_watermark(&self, leader_log_start: i64) -> i64 {
+        self.maximal_isr()
+            .iter()
+            .filter(|r| **r != self.local)
+            .map(|r| self.followers.get(r).map_or(-1, |p| p.log_start_offset))
+            .fold(leader_log_start, i64::min)
+    }
+
     /// Time passed: the ISR shrink to propose, if members fell behind for `lag_max_ms`.
     pub fn check_lagging(&mut self, now: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
         if self.pending.is_some() {
@@ -243,15 +275,7 @@ impl LeaderState {
         self.isr = p.isr.clone();
         for r in &p.replicas {
             if *r != self.local && !self.followers.contains_key(r) {
-                self.followers.insert(
-                    *r,
-                    Progress {
-                        log_end_offset: -1,
-                        last_caught_up_ms: -1,
-                        last_fetch_ms: -1,
-                        last_fetch_leader_leo: -1,
-                    },
-                );
+                self.followers.insert(*r, Progress::unknown(-1));
             }
         }
         self.followers.retain(|r, _| p.replicas.contains(r));
@@ -292,6 +316,26 @@ mod tests {
             partition_epoch: 10,
             ..PartitionRecord::for_test(replicas, isr, 1)
         }
+    }
+
+    #[test]
+    fn low_watermark_is_min_log_start_over_leader_and_isr() {
+        let mut l = LeaderState::new(1, &part(&[1, 2, 3], &[1, 2]), 0, 0, 0);
+        // Follower 2 is in the ISR and not heard from yet.
+        assert_eq!(l.low_watermark(50), -1);
+        assert!(l.on_follower_log_start(2, 20));
+        assert!(!l.on_follower_log_start(2, 20));
+        assert!(!l.on_follower_log_start(2, -1), "not sent");
+        assert_eq!(l.low_watermark(50), 20);
+        // Follower 3 is out of the ISR: not counted.
+        l.on_follower_log_start(3, 0);
+        assert_eq!(l.low_watermark(50), 20);
+        l.on_follower_log_start(2, 50);
+        assert_eq!(l.low_watermark(50), 50);
+        assert_eq!(l.low_watermark(40), 40);
+        // Alone in its ISR the leader's own start is the low watermark.
+        let alone = LeaderState::new(1, &part(&[1], &[1]), 0, 0, 0);
+        assert_eq!(alone.low_watermark(7), 7);
     }
 
     #[test]

@@ -757,6 +757,9 @@ mod append;
 mod epoch_tests;
 #[cfg(test)]
 mod recovery_tests;
+mod start_offset;
+#[cfg(test)]
+mod start_offset_tests;
 #[cfg(test)]
 mod tests;
 mod txn;
