@@ -24,8 +24,9 @@ use meta_files::{load_meta_properties, write_partition_metadata};
 use super::checkpoints::LogDirCheckpoints;
 use super::control::new_partitions;
 use super::partition::{Partition, ReplicaState};
-use super::topic_config::{self, EffectiveTopicConfig};
+use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
+use crate::config::dynamic::DynamicConfigs;
 use crate::log::{DirLock, Log};
 
 const METADATA_FILE: &str = "sluice-metadata";
@@ -91,6 +92,9 @@ struct Image {
 
 pub struct Controller {
     config: Arc<BrokerConfig>,
+    /// The static configuration with the dynamic broker configs laid over it: what topics
+    /// without an override of their own follow. Replaced whole when a dynamic config changes.
+    defaults: RwLock<Arc<BrokerDefaults>>,
     image: RwLock<Image>,
     /// Serialises metadata changes (the single writer of the image and its file).
     writer: tokio::sync::Mutex<()>,
@@ -166,6 +170,10 @@ impl Controller {
         }
         let cluster_id = load_meta_properties(&config, cluster_id)?;
         let ctl = Controller {
+            defaults: RwLock::new(Arc::new(BrokerDefaults::new(
+                config.clone(),
+                DynamicConfigs::default(),
+            ))),
             config: config.clone(),
             image: RwLock::new(Image::default()),
             writer: tokio::sync::Mutex::new(()),
@@ -174,11 +182,12 @@ impl Controller {
             checkpoints: LogDirCheckpoints::load(&config)?,
             unclean_start: !clean,
         };
-        let stored = if config.cluster.is_some() {
-            Vec::new()
+        let (stored, dynamic) = if config.cluster.is_some() {
+            (Vec::new(), DynamicConfigs::default())
         } else {
             ctl.read_metadata_file()?
         };
+        ctl.set_defaults(dynamic);
         let fresh_dirs = stored.is_empty();
         if !clean && !fresh_dirs {
             info!("unclean shutdown detected: recovering partition logs");
@@ -198,13 +207,22 @@ impl Controller {
     }
 
     /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
-    /// `config <TAB> key <TAB> value` lines for that topic.
+    /// `config <TAB> key <TAB> value` lines for that topic, and the dynamic broker configs as
+    /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines.
     #[allow(clippy::type_complexity)]
-    fn read_metadata_file(&self) -> Result<Vec<(String, Uuid, i32, BTreeMap<String, String>)>> {
+    fn read_metadata_file(
+        &self,
+    ) -> Result<(
+        Vec<(String, Uuid, i32, BTreeMap<String, String>)>,
+        DynamicConfigs,
+    )> {
         let path = self.metadata_path();
+        let mut dynamic = DynamicConfigs::default();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), dynamic));
+            }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         let mut out: Vec<(String, Uuid, i32, BTreeMap<String, String>)> = Vec::new();
@@ -226,11 +244,21 @@ impl Controller {
                         .3
                         .insert(key.to_string(), value.to_string());
                 }
+                ["broker-config", who, key, value] => {
+                    let map = if *who == "default" {
+                        &mut dynamic.cluster_default
+                    } else if who.parse::<i32>().ok() == Some(self.config.node_id) {
+                        &mut dynamic.this_broker
+                    } else {
+                        continue;
+                    };
+                    map.insert(key.to_string(), value.to_string());
+                }
                 [""] => {}
                 _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
             }
         }
-        Ok(out)
+        Ok((out, dynamic))
     }
 
     fn write_metadata_file(&self, image: &Image) -> Result<()> {
@@ -246,6 +274,15 @@ impl Controller {
             ));
             for (k, v) in &t.configs {
                 text.push_str(&format!("config\t{k}\t{v}\n"));
+            }
+        }
+        let defaults = self.defaults();
+        for (who, map) in [
+            ("default".to_string(), &defaults.dynamic.cluster_default),
+            (self.config.node_id.to_string(), &defaults.dynamic.this_broker),
+        ] {
+            for (k, v) in map {
+                text.push_str(&format!("broker-config\t{who}\t{k}\t{v}\n"));
             }
         }
         write_atomically(&self.metadata_path(), text.as_bytes())
@@ -292,7 +329,7 @@ impl Controller {
         configs: BTreeMap<String, String>,
         needs_recovery: bool,
     ) -> Result<Arc<TopicInfo>> {
-        let effective = topic_config::effective(&self.config, &configs);
+        let effective = topic_config::effective(&self.defaults().merged, &configs);
         let name: Arc<str> = Arc::from(name);
         let new_dir = self.least_loaded_dir().to_path_buf();
         let mut parts = Vec::with_capacity(partitions as usize);
@@ -409,6 +446,19 @@ impl Controller {
 
     pub fn broker_config(&self) -> &Arc<BrokerConfig> {
         &self.config
+    }
+
+    /// What topics without an override follow: the static configuration and the dynamic
+    /// broker configs over it.
+    pub fn defaults(&self) -> Arc<BrokerDefaults> {
+        self.defaults.read().unwrap().clone()
+    }
+
+    /// Replaces the dynamic broker configs (the caller then refreshes the topics' settings).
+    pub fn set_defaults(&self, dynamic: DynamicConfigs) -> Arc<BrokerDefaults> {
+        let d = Arc::new(BrokerDefaults::new(self.config.clone(), dynamic));
+        *self.defaults.write().unwrap() = d.clone();
+        d
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {

@@ -12,6 +12,8 @@ pub enum Origin {
     Default,
     File { path: PathBuf, line: usize },
     Override,
+    /// A dynamic broker config (KIP-226) from the controller's metadata.
+    Dynamic,
 }
 
 impl fmt::Display for Origin {
@@ -20,6 +22,7 @@ impl fmt::Display for Origin {
             Origin::Default => write!(f, "default"),
             Origin::File { path, line } => write!(f, "{}:{line}", path.display()),
             Origin::Override => write!(f, "--override"),
+            Origin::Dynamic => write!(f, "dynamic config"),
         }
     }
 }
