@@ -59,16 +59,11 @@ pub type Changes = Vec<(String, Option<String>)>;
 pub fn replacement_ops(current: &BTreeMap<String, String>, given: Vec<Op>) -> Vec<Op> {
     let named: HashSet<String> = given.iter().map(|o| o.name.clone()).collect();
     let mut ops = given;
-    ops.extend(
-        current
-            .keys()
-            .filter(|k| !named.contains(*k))
-            .map(|k| Op {
-                name: k.clone(),
-                op: DELETE,
-                value: None,
-            }),
-    );
+    ops.extend(current.keys().filter(|k| !named.contains(*k)).map(|k| Op {
+        name: k.clone(),
+        op: DELETE,
+        value: None,
+    }));
     ops
 }
 
@@ -164,13 +159,20 @@ pub fn broker_changes(
     current: &BTreeMap<String, String>,
     ops: &[Op],
 ) -> Result<Changes, Failure> {
-    dynamic::check_updatable(ops.iter().filter(|o| o.op != DELETE).map(|o| o.name.as_str()))
-        .map_err(invalid_request)?;
+    dynamic::check_updatable(
+        ops.iter()
+            .filter(|o| o.op != DELETE)
+            .map(|o| o.name.as_str()),
+    )
+    .map_err(invalid_request)?;
     let mut out = Vec::with_capacity(ops.len());
     for o in ops {
         // The metadata file is line- and tab-separated.
         if o.name.is_empty() || o.name.contains(['\n', '\t', '\r']) {
-            return Err(invalid_request(format!("Invalid config name: {:?}", o.name)));
+            return Err(invalid_request(format!(
+                "Invalid config name: {:?}",
+                o.name
+            )));
         }
         let is_list = kafka_keys()
             .get(o.name.as_str())
@@ -364,11 +366,9 @@ mod tests {
     }
 
     fn defaults(dynamic: DynamicConfigs) -> BrokerDefaults {
-        let base = BrokerConfig::from_pairs([(
-            "log.cleanup.policy".to_string(),
-            "delete".to_string(),
-        )])
-        .unwrap();
+        let base =
+            BrokerConfig::from_pairs([("log.cleanup.policy".to_string(), "delete".to_string())])
+                .unwrap();
         BrokerDefaults::new(Arc::new(base), dynamic)
     }
 

@@ -134,7 +134,12 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
         ));
     }
     let base = &defaults.base;
-    let mut keys: BTreeSet<&String> = base.raw.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| k).collect();
+    let mut keys: BTreeSet<&String> = base
+        .raw
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, _)| k)
+        .collect();
     keys.extend(dynamic.cluster_default.keys());
     keys.extend(dynamic.this_broker.keys());
     Ok(keys
@@ -156,7 +161,12 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
             let (value, source) = synonyms
                 .first()
                 .map(|(_, v, src)| (v.clone(), *src))
-                .unwrap_or_else(|| (base.raw.get(k).cloned().unwrap_or_default(), ConfigSource::Default));
+                .unwrap_or_else(|| {
+                    (
+                        base.raw.get(k).cloned().unwrap_or_default(),
+                        ConfigSource::Default,
+                    )
+                });
             Entry {
                 name: k.clone(),
                 value,

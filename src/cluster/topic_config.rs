@@ -419,7 +419,7 @@ const REMOVED_IN_KAFKA_4: &[&str] = &[
     "message.timestamp.difference.max.ms",
 ];
 
-/// The broker-level value a topic config falls back to, for the ones Sluice acts on.
+/// The broker-level value a topic config falls back to (`broker` is the merged configuration).
 fn broker_value(broker: &BrokerConfig, name: &str) -> Option<String> {
     Some(match name {
         "flush.messages" => broker.log_flush_interval_messages.to_string(),
@@ -438,7 +438,15 @@ fn broker_value(broker: &BrokerConfig, name: &str) -> Option<String> {
         "segment.bytes" => broker.log_segment_bytes.to_string(),
         "segment.index.bytes" => broker.log_index_size_max_bytes.to_string(),
         "segment.ms" => broker.log_roll_ms.to_string(),
-        _ => return None,
+        // The others as the broker property reads (a dynamic value included).
+        _ => {
+            let (_, _, keys, _) = DESCRIBE_TABLE.iter().find(|(n, ..)| *n == name)?;
+            return keys
+                .first()
+                .and_then(|k| broker.raw.get(*k))
+                .filter(|v| !v.is_empty())
+                .cloned();
+        }
     })
 }
 

@@ -242,7 +242,10 @@ mod tests {
     fn values_are_checked_with_kafkas_messages() {
         assert_eq!(
             validate("log.retention.ms", "abc"),
-            Err("Invalid value abc for configuration log.retention.ms: Not a number of type LONG".into())
+            Err(
+                "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"
+                    .into()
+            )
         );
         assert_eq!(
             validate("log.cleanup.policy", "bogus"),
@@ -251,7 +254,9 @@ mod tests {
         assert_eq!(validate("log.retention.hours", "2"), Ok(()));
         assert_eq!(
             validate("num.io.threads", "x"),
-            Err("Invalid value x for configuration num.io.threads: Not a number of type INT".into())
+            Err(
+                "Invalid value x for configuration num.io.threads: Not a number of type INT".into()
+            )
         );
         assert_eq!(validate("some.custom.key", "anything"), Ok(()));
     }
@@ -289,7 +294,10 @@ mod tests {
         );
         // Deleting the dynamic values brings the static ones back.
         apply_changes(d.map_mut(None), &[("log.retention.ms".into(), None)]);
-        assert_eq!(base.with_dynamic(&d.overlay()).log_retention_ms, 5 * 3_600_000);
+        assert_eq!(
+            base.with_dynamic(&d.overlay()).log_retention_ms,
+            5 * 3_600_000
+        );
         assert_eq!(base.with_dynamic(&[]).log_segment_bytes, 5_000_000);
     }
 }

@@ -10,7 +10,10 @@ use anyhow::{Result, bail};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Default,
-    File { path: PathBuf, line: usize },
+    File {
+        path: PathBuf,
+        line: usize,
+    },
     Override,
     /// A dynamic broker config (KIP-226) from the controller's metadata.
     Dynamic,
