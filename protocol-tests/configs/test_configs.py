@@ -30,8 +30,15 @@ def name(base):
     return "cfg-%s-%s" % (base, RUN_TAG)
 
 
+_ADMIN = []
+
+
 def admin():
-    return AdminClient({"bootstrap.servers": BOOTSTRAP, "error_cb": quiet})
+    """One admin client for the suite (a client dropped while its futures are pending
+    fails them with _DESTROY)."""
+    if not _ADMIN:
+        _ADMIN.append(AdminClient({"bootstrap.servers": BOOTSTRAP, "error_cb": quiet}))
+    return _ADMIN[0]
 
 
 def broker_id():
@@ -100,7 +107,7 @@ def earliest(topic):
 
 def describe(rtype, rname, keys=None):
     res = ConfigResource(rtype, rname)
-    fs = admin().describe_configs([res], include_synonyms=True, request_timeout=T)
+    fs = admin().describe_configs([res], request_timeout=T)
     entries = fs[res].result(timeout=T)
     return {k: e for k, e in entries.items() if keys is None or k in keys}
 
@@ -166,8 +173,11 @@ def broker_default():
         check_source(d, "retention.bytes", "900000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         check_source(describe(ResourceType.TOPIC, own), "segment.bytes", str(4 * MIB),
                      ConfigSource.DYNAMIC_TOPIC_CONFIG)
-        dd = describe(ResourceType.BROKER, "")
-        check_source(dd, "log.segment.bytes", str(MIB), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        _, out = kafka_configs("--describe", "--entity-type", "brokers", "--entity-default")
+        want = ("log.segment.bytes=%d sensitive=false synonyms={"
+                "DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=%d}" % (MIB, MIB))
+        check(want in out, "kafka-configs --describe --entity-default, expected %s: %s" % (
+            want, out[-700:]))
         produce(plain, 3 * MIB)
         rolled_at_most(plain, MIB)
         produce(own, 3 * MIB)
@@ -206,8 +216,8 @@ def read_only_broker_config():
                             "--add-config", "log.retention.ms=abc", check_rc=False)
     check(rc != 0 and "InvalidRequestException: Invalid value abc for configuration "
           "log.retention.ms: Not a number of type LONG" in out, "rc %d: %s" % (rc, out[-500:]))
-    dd = describe(ResourceType.BROKER, "")
-    check("log.retention.ms" not in dd, "refused value stored: %s" % dd.get("log.retention.ms"))
+    _, out = kafka_configs("--describe", "--entity-type", "brokers", "--entity-default")
+    check("log.retention.ms" not in out, "refused value stored: %s" % out[-500:])
 
 
 @S.scenario("invalid-values")
