@@ -121,6 +121,12 @@ def check_source(entries, key, value, source):
               [(s.name, s.value, s.source) for s in e.synonyms.values()]))
 
 
+def eventually(fn, what, timeout=30):
+    """fn() passes within timeout seconds: Kafka answers an alter before its brokers have
+    applied the metadata record, so a describe right after it may still see the old value."""
+    wait_until(lambda: fn() or True, timeout, what)
+
+
 def rolled_at_most(topic, limit):
     segs = segments(topic)
     sizes = [segs[b] for b in sorted(segs)]
@@ -155,6 +161,8 @@ def segment_bytes_next_roll():
     produce(topic, 300_000)
     check(len(segments(topic)) == 1, "rolled before the change: %s" % segments(topic))
     alter_topic(topic, "segment.bytes=%d" % MIB)
+    eventually(lambda: check_source(describe(ResourceType.TOPIC, topic), "segment.bytes", str(MIB),
+                                    ConfigSource.DYNAMIC_TOPIC_CONFIG), "segment.bytes applied")
     produce(topic, 3 * MIB)
     rolled_at_most(topic, MIB)
 
@@ -168,9 +176,12 @@ def broker_default():
     kafka_configs("--alter", "--entity-type", "brokers", "--entity-default",
                   "--add-config", "log.segment.bytes=%d,log.retention.bytes=900000000" % MIB)
     try:
-        d = describe(ResourceType.TOPIC, plain)
-        check_source(d, "segment.bytes", str(MIB), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-        check_source(d, "retention.bytes", "900000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        def follows_default():
+            d = describe(ResourceType.TOPIC, plain)
+            check_source(d, "segment.bytes", str(MIB), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            check_source(d, "retention.bytes", "900000000",
+                         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        eventually(follows_default, "%s follows the broker default" % plain)
         check_source(describe(ResourceType.TOPIC, own), "segment.bytes", str(4 * MIB),
                      ConfigSource.DYNAMIC_TOPIC_CONFIG)
         _, out = kafka_configs("--describe", "--entity-type", "brokers", "--entity-default")
@@ -185,8 +196,9 @@ def broker_default():
         # One broker's own value wins over the default.
         kafka_configs("--alter", "--entity-type", "brokers", "--entity-name", bid,
                       "--add-config", "log.retention.bytes=800000000")
-        check_source(describe(ResourceType.TOPIC, plain), "retention.bytes", "800000000",
-                     ConfigSource.DYNAMIC_BROKER_CONFIG)
+        eventually(lambda: check_source(describe(ResourceType.TOPIC, plain), "retention.bytes",
+                                        "800000000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+                   "%s follows broker %s's own value" % (plain, bid))
         b = describe(ResourceType.BROKER, bid, ["log.retention.bytes"])
         check_source(b, "log.retention.bytes", "800000000", ConfigSource.DYNAMIC_BROKER_CONFIG)
         _, out = kafka_configs("--describe", "--entity-type", "brokers", "--entity-name", bid)
@@ -200,9 +212,12 @@ def broker_default():
                       "--delete-config", "log.retention.bytes")
         kafka_configs("--alter", "--entity-type", "brokers", "--entity-default",
                       "--delete-config", "log.segment.bytes,log.retention.bytes")
-    d = describe(ResourceType.TOPIC, plain)
-    check_source(d, "segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG)
-    check_source(d, "retention.bytes", "-1", ConfigSource.DEFAULT_CONFIG)
+
+    def back_to_static():
+        d = describe(ResourceType.TOPIC, plain)
+        check_source(d, "segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG)
+        check_source(d, "retention.bytes", "-1", ConfigSource.DEFAULT_CONFIG)
+    eventually(back_to_static, "%s back to the static values" % plain)
 
 
 @S.scenario("read-only-broker-config")
@@ -259,9 +274,12 @@ def legacy_alter_configs():
     a = admin()
     res = ConfigResource(ResourceType.TOPIC, topic, set_config={"segment.ms": "7200000"})
     a.alter_configs([res], request_timeout=T)[res].result(timeout=T)
-    d = describe(ResourceType.TOPIC, topic)
-    check_source(d, "segment.ms", "7200000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
-    check_source(d, "retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG)
+
+    def replaced():
+        d = describe(ResourceType.TOPIC, topic)
+        check_source(d, "segment.ms", "7200000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        check_source(d, "retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG)
+    eventually(replaced, "%s's configs replaced" % topic)
 
 
 def broker_ctl(cmd):
@@ -290,7 +308,7 @@ def survives_restart():
         check_source(d, "max.message.bytes", "2000000", ConfigSource.DYNAMIC_BROKER_CONFIG)
         info("configs intact %s" % when)
 
-    still_there("before the restarts")
+    eventually(lambda: still_there("before the restarts"), "configs applied")
     try:
         for how in ("kill9", "stop"):
             broker_ctl(how)
