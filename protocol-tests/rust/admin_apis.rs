@@ -577,8 +577,8 @@ fn incremental_alter_configs_changes_topic_configs_as_kafka_does() {
             assert_eq!(&got, want, "v{v} {resource_type}/{name} {configs:?}");
         }
     }
-    // Broker configs: no dynamic value is set, so deleting one succeeds (as
-    // kafka-reassign-partitions does to clear throttles) and setting one is refused.
+    // Broker configs: deleting throttles that are not set succeeds (as
+    // kafka-reassign-partitions clears them), a read-only config is refused as Kafka does.
     let throttles: &[(&str, i8, Option<&str>)] = &[
         ("leader.replication.throttled.rate", DELETE, None),
         ("follower.replication.throttled.rate", DELETE, None),
@@ -587,8 +587,11 @@ fn incremental_alter_configs_changes_topic_configs_as_kafka_does() {
         alter_configs(&mut c, 1, 4, &me.to_string(), throttles, false),
         ok
     );
-    let set: &[(&str, i8, Option<&str>)] = &[("log.cleaner.threads", SET, Some("2"))];
-    assert_eq!(alter_configs(&mut c, 1, 4, "", set, false).0, 42);
+    let set: &[(&str, i8, Option<&str>)] = &[("log.dirs", SET, Some("/x"))];
+    assert_eq!(
+        alter_configs(&mut c, 1, 4, "", set, false),
+        (42, m("Cannot update these configs dynamically: [log.dirs]"))
+    );
 
     // A refused resource changed nothing (also not the valid half of a request).
     let half: &[(&str, i8, Option<&str>)] = &[

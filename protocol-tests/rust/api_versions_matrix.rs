@@ -16,6 +16,7 @@ use common::{Client, TestBroker, record_batch};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
+use kafka_protocol::messages::alter_configs_request;
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
@@ -393,6 +394,16 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.resources = vec![res];
             r.validate_only = true;
             built::<_, IncrementalAlterConfigsResponse>(r)
+        }
+        ApiKey::AlterConfigs => {
+            // validate_only: the topic's configs replaced by the same (none), nothing changes.
+            let mut res = alter_configs_request::AlterConfigsResource::default();
+            res.resource_type = 2;
+            res.resource_name = s(TOPIC);
+            let mut r = AlterConfigsRequest::default();
+            r.resources = vec![res];
+            r.validate_only = true;
+            built::<_, AlterConfigsResponse>(r)
         }
         ApiKey::AlterPartitionReassignments => {
             // A cancel with nothing in progress: NO_REASSIGNMENT_IN_PROGRESS, no change.

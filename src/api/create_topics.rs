@@ -36,7 +36,7 @@ const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
 fn config_entries(b: &Broker, set: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
-    let eff = crate::cluster::topic_config::effective(&b.config, set);
+    let eff = crate::cluster::topic_config::effective(&b.controller.defaults().merged, set);
     let defaults: [(&str, String); 8] = [
         ("cleanup.policy", "delete".to_string()),
         ("max.message.bytes", eff.max_message_bytes.to_string()),

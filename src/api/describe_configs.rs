@@ -1,13 +1,17 @@
 //! DescribeConfigs (key 32), versions 1-4 (Kafka 4 removed v0).
 //!
 //! Topics: every topic config Kafka 4.4 has, with the value in force and its source (the
-//! topic's own setting, a broker property set in the config file or by `--override`, or the
-//! default), synonyms when asked for, and types from v3. Brokers (resource name = this node id,
-//! or empty for cluster-wide dynamic defaults, of which there are none): every property the
-//! broker read, all read-only since nothing is dynamically configurable yet. Broker loggers
+//! topic's own setting, a dynamic broker config for this broker or the cluster default, a
+//! broker property set in the config file or by `--override`, or the default), synonyms when
+//! asked for, and types from v3. Brokers (resource name = this node id): every property the
+//! broker read and every dynamic config set for it, with the same precedence (dynamic for
+//! this broker, dynamic default, static, default); read-only unless Kafka lets it change at
+//! run time. The cluster-wide default (empty name): the dynamic default configs. Custom keys
+//! (unknown to Kafka) are sensitive with a null value, as Kafka shows them. Broker loggers
 //! describe as empty. Other resource types (groups, client metrics) get INVALID_REQUEST.
 //! Config documentation is not served (null).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,6 +26,7 @@ use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::cluster::controller::validate_topic_name;
 use crate::cluster::topic_config::{self, ConfigSource, config_type};
+use crate::config::{dynamic, keys};
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -45,16 +50,17 @@ struct Entry {
     source: ConfigSource,
     config_type: i8,
     read_only: bool,
+    sensitive: bool,
     synonyms: Vec<(String, String, ConfigSource)>,
 }
 
 fn encode_entry(e: Entry, synonyms: bool) -> DescribeConfigsResourceResult {
     let mut r = DescribeConfigsResourceResult::default();
     r.name = s(e.name);
-    r.value = Some(s(e.value));
+    r.value = (!e.sensitive).then(|| s(e.value));
     r.read_only = e.read_only;
     r.config_source = e.source as i8;
-    r.is_sensitive = false;
+    r.is_sensitive = e.sensitive;
     r.config_type = e.config_type;
     r.documentation = None;
     if synonyms {
@@ -64,7 +70,7 @@ fn encode_entry(e: Entry, synonyms: bool) -> DescribeConfigsResourceResult {
             .map(|(n, v, src)| {
                 let mut y = DescribeConfigsSynonym::default();
                 y.name = s(n);
-                y.value = Some(s(v));
+                y.value = (!e.sensitive).then(|| s(v));
                 y.source = src as i8;
                 y
             })
@@ -83,7 +89,7 @@ fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
             format!("The topic '{name}' does not exist."),
         ));
     };
-    Ok(topic_config::describe(&b.config, &t.configs)
+    Ok(topic_config::describe(&b.controller.defaults(), &t.configs)
         .into_iter()
         .map(|c| Entry {
             name: c.name.to_string(),
@@ -91,14 +97,32 @@ fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
             source: c.source,
             config_type: c.config_type,
             read_only: false,
+            sensitive: false,
             synonyms: c.synonyms,
         })
         .collect())
 }
 
 fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+    let defaults = b.controller.defaults();
+    let dynamic = &defaults.dynamic;
     if name.is_empty() {
-        return Ok(Vec::new());
+        return Ok(dynamic
+            .cluster_default
+            .iter()
+            .map(|(k, v)| {
+                let src = ConfigSource::DynamicDefaultBroker;
+                Entry {
+                    name: k.clone(),
+                    value: v.clone(),
+                    source: src,
+                    config_type: config_type::STRING,
+                    read_only: false,
+                    sensitive: !dynamic::is_known(k),
+                    synonyms: vec![(k.clone(), v.clone(), src)],
+                }
+            })
+            .collect());
     }
     if name.parse::<i32>().ok() != Some(b.node_id()) {
         return Err((
@@ -109,23 +133,48 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
             ),
         ));
     }
-    Ok(b.config
+    let base = &defaults.base;
+    let mut keys: BTreeSet<&String> = base
         .raw
         .iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| {
-            let source = if b.config.is_explicitly_set(k) {
-                ConfigSource::StaticBroker
-            } else {
-                ConfigSource::Default
-            };
+        .map(|(k, _)| k)
+        .collect();
+    keys.extend(dynamic.cluster_default.keys());
+    keys.extend(dynamic.this_broker.keys());
+    Ok(keys
+        .into_iter()
+        .map(|k| {
+            let mut synonyms: Vec<(String, String, ConfigSource)> = dynamic
+                .values(k)
+                .into_iter()
+                .map(|(v, src)| (k.clone(), v.to_string(), src.into()))
+                .collect();
+            if let Some(v) = base.raw.get(k).filter(|v| !v.is_empty()) {
+                if base.is_explicitly_set(k) {
+                    synonyms.push((k.clone(), v.clone(), ConfigSource::StaticBroker));
+                }
+                if let Some(d) = keys::default_of(k).filter(|d| !d.is_empty()) {
+                    synonyms.push((k.clone(), d.to_string(), ConfigSource::Default));
+                }
+            }
+            let (value, source) = synonyms
+                .first()
+                .map(|(_, v, src)| (v.clone(), *src))
+                .unwrap_or_else(|| {
+                    (
+                        base.raw.get(k).cloned().unwrap_or_default(),
+                        ConfigSource::Default,
+                    )
+                });
             Entry {
                 name: k.clone(),
-                value: v.clone(),
+                value,
                 source,
                 config_type: config_type::STRING,
-                read_only: true,
-                synonyms: vec![(k.clone(), v.clone(), source)],
+                read_only: !dynamic::is_dynamic(k),
+                sensitive: !dynamic::is_known(k),
+                synonyms,
             }
         })
         .collect())

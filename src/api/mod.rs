@@ -17,8 +17,10 @@ use crate::net::response::{FrameBuf, Response};
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
+pub mod config_changes;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -125,6 +127,7 @@ pub static APIS: &[ApiSpec] = &[
     describe_log_dirs::SPEC,
     elect_leaders::SPEC,
     incremental_alter_configs::SPEC,
+    alter_configs::SPEC,
     alter_partition_reassignments::SPEC,
     list_partition_reassignments::SPEC,
     describe_quorum::SPEC,

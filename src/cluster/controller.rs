@@ -11,11 +11,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use tracing::{info, warn};
 use uuid::Uuid;
 
 mod meta_files;
+mod metadata_file;
 mod topic_configs;
 
 pub use meta_files::{claim_controller_dirs, stored_cluster_id};
@@ -24,11 +25,11 @@ use meta_files::{load_meta_properties, write_partition_metadata};
 use super::checkpoints::LogDirCheckpoints;
 use super::control::new_partitions;
 use super::partition::{Partition, ReplicaState};
-use super::topic_config::{self, EffectiveTopicConfig};
+use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
+use crate::config::dynamic::DynamicConfigs;
 use crate::log::{DirLock, Log};
 
-const METADATA_FILE: &str = "sluice-metadata";
 /// Most partitions one topic may have. One request must not be able to make the broker
 /// create partition directories without bound (found by fuzzing).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
@@ -91,6 +92,9 @@ struct Image {
 
 pub struct Controller {
     config: Arc<BrokerConfig>,
+    /// The static configuration with the dynamic broker configs laid over it: what topics
+    /// without an override of their own follow. Replaced whole when a dynamic config changes.
+    defaults: RwLock<Arc<BrokerDefaults>>,
     image: RwLock<Image>,
     /// Serialises metadata changes (the single writer of the image and its file).
     writer: tokio::sync::Mutex<()>,
@@ -166,6 +170,10 @@ impl Controller {
         }
         let cluster_id = load_meta_properties(&config, cluster_id)?;
         let ctl = Controller {
+            defaults: RwLock::new(Arc::new(BrokerDefaults::new(
+                config.clone(),
+                DynamicConfigs::default(),
+            ))),
             config: config.clone(),
             image: RwLock::new(Image::default()),
             writer: tokio::sync::Mutex::new(()),
@@ -174,11 +182,12 @@ impl Controller {
             checkpoints: LogDirCheckpoints::load(&config)?,
             unclean_start: !clean,
         };
-        let stored = if config.cluster.is_some() {
-            Vec::new()
+        let (stored, dynamic) = if config.cluster.is_some() {
+            (Vec::new(), DynamicConfigs::default())
         } else {
             ctl.read_metadata_file()?
         };
+        ctl.set_defaults(dynamic);
         let fresh_dirs = stored.is_empty();
         if !clean && !fresh_dirs {
             info!("unclean shutdown detected: recovering partition logs");
@@ -191,64 +200,6 @@ impl Controller {
         }
         *ctl.image.write().unwrap() = image;
         Ok(ctl)
-    }
-
-    fn metadata_path(&self) -> PathBuf {
-        self.config.log_dirs[0].join(METADATA_FILE)
-    }
-
-    /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
-    /// `config <TAB> key <TAB> value` lines for that topic.
-    #[allow(clippy::type_complexity)]
-    fn read_metadata_file(&self) -> Result<Vec<(String, Uuid, i32, BTreeMap<String, String>)>> {
-        let path = self.metadata_path();
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
-        let mut out: Vec<(String, Uuid, i32, BTreeMap<String, String>)> = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let f: Vec<&str> = line.split('\t').collect();
-            match f.as_slice() {
-                ["topic", name, id, parts] => out.push((
-                    name.to_string(),
-                    Uuid::parse_str(id)
-                        .with_context(|| format!("{}:{}: bad topic id", path.display(), n + 1))?,
-                    parts
-                        .parse()
-                        .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?,
-                    BTreeMap::new(),
-                )),
-                ["config", key, value] if !out.is_empty() => {
-                    out.last_mut()
-                        .unwrap()
-                        .3
-                        .insert(key.to_string(), value.to_string());
-                }
-                [""] => {}
-                _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
-            }
-        }
-        Ok(out)
-    }
-
-    fn write_metadata_file(&self, image: &Image) -> Result<()> {
-        let mut topics: Vec<&Arc<TopicInfo>> = image.by_name.values().collect();
-        topics.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut text = String::new();
-        for t in topics {
-            text.push_str(&format!(
-                "topic\t{}\t{}\t{}\n",
-                t.name,
-                t.id,
-                t.partitions.len()
-            ));
-            for (k, v) in &t.configs {
-                text.push_str(&format!("config\t{k}\t{v}\n"));
-            }
-        }
-        write_atomically(&self.metadata_path(), text.as_bytes())
     }
 
     /// The log dir holding the fewest partition directories, for a new topic's partitions.
@@ -292,7 +243,7 @@ impl Controller {
         configs: BTreeMap<String, String>,
         needs_recovery: bool,
     ) -> Result<Arc<TopicInfo>> {
-        let effective = topic_config::effective(&self.config, &configs);
+        let effective = topic_config::effective(&self.defaults().merged, &configs);
         let name: Arc<str> = Arc::from(name);
         let new_dir = self.least_loaded_dir().to_path_buf();
         let mut parts = Vec::with_capacity(partitions as usize);
@@ -414,6 +365,19 @@ impl Controller {
 
     pub fn broker_config(&self) -> &Arc<BrokerConfig> {
         &self.config
+    }
+
+    /// What topics without an override follow: the static configuration and the dynamic
+    /// broker configs over it.
+    pub fn defaults(&self) -> Arc<BrokerDefaults> {
+        self.defaults.read().unwrap().clone()
+    }
+
+    /// Replaces the dynamic broker configs (the caller then refreshes the topics' settings).
+    pub fn set_defaults(&self, dynamic: DynamicConfigs) -> Arc<BrokerDefaults> {
+        let d = Arc::new(BrokerDefaults::new(self.config.clone(), dynamic));
+        *self.defaults.write().unwrap() = d.clone();
+        d
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use crate::config::BrokerConfig;
+pub use crate::config::dynamic::BrokerDefaults;
+use crate::config::dynamic::DynamicSource;
 use crate::log::LogConfig;
 
 /// Kafka's topic config names. `true` = Sluice acts on it; the others are accepted and stored
@@ -62,11 +64,22 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     if value.contains(['\n', '\t', '\r']) {
         return Err(format!("Invalid value for configuration {name}"));
     }
+    // A number of the config's Kafka type (INT or LONG), at least `min`, in Kafka's words.
     let int = |min: i64| -> Result<(), String> {
-        match value.parse::<i64>() {
-            Ok(v) if v >= min => Ok(()),
-            _ => Err(format!(
-                "Invalid value {value} for configuration {name}: must be an integer of at least {min}"
+        let is_int = config_type_of(name) == Some(config_type::INT);
+        let parsed = if is_int {
+            value.trim().parse::<i32>().map(i64::from).ok()
+        } else {
+            value.trim().parse::<i64>().ok()
+        };
+        match parsed {
+            Some(v) if v >= min => Ok(()),
+            Some(_) => Err(format!(
+                "Invalid value {value} for configuration {name}: Value must be at least {min}"
+            )),
+            None => Err(format!(
+                "Invalid value {value} for configuration {name}: Not a number of type {}",
+                if is_int { "INT" } else { "LONG" }
             )),
         }
     };
@@ -128,7 +141,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         | "errors.deadletterqueue.group.enable"
         | "message.downconversion.enable" => match value {
             "true" | "false" => Ok(()),
-            _ => Err(format!("Invalid value {value} for configuration {name}")),
+            _ => Err(format!(
+                "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+            )),
         },
         _ => Ok(()),
     }
@@ -148,7 +163,7 @@ pub fn is_compact_only(broker: &BrokerConfig, topic: &BTreeMap<String, String>) 
 }
 
 /// The effective settings of one topic: its own configs over the broker's defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectiveTopicConfig {
     pub log: LogConfig,
     pub max_message_bytes: usize,
@@ -204,6 +219,8 @@ pub mod config_type {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
@@ -391,13 +408,31 @@ const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
     ]
 };
 
+/// The Kafka type id of a topic config.
+fn config_type_of(name: &str) -> Option<i8> {
+    DESCRIBE_TABLE
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .map(|(_, t, ..)| *t)
+}
+
+/// The topic config a broker property is the default of (`log.retention.hours` ->
+/// `retention.ms`), for the broker properties Kafka has.
+pub fn topic_config_of_broker_key(key: &str) -> Option<&'static str> {
+    DESCRIBE_TABLE
+        .iter()
+        .find(|(_, _, broker_keys, _)| broker_keys.contains(&key))
+        .filter(|_| crate::config::keys::kafka_keys().contains_key(key))
+        .map(|(n, ..)| *n)
+}
+
 /// Kafka-4-removed configs still accepted for old clients: described only when set.
 const REMOVED_IN_KAFKA_4: &[&str] = &[
     "message.downconversion.enable",
     "message.timestamp.difference.max.ms",
 ];
 
-/// The broker-level value a topic config falls back to, for the ones Sluice acts on.
+/// The broker-level value a topic config falls back to (`broker` is the merged configuration).
 fn broker_value(broker: &BrokerConfig, name: &str) -> Option<String> {
     Some(match name {
         "flush.messages" => broker.log_flush_interval_messages.to_string(),
@@ -416,12 +451,23 @@ fn broker_value(broker: &BrokerConfig, name: &str) -> Option<String> {
         "segment.bytes" => broker.log_segment_bytes.to_string(),
         "segment.index.bytes" => broker.log_index_size_max_bytes.to_string(),
         "segment.ms" => broker.log_roll_ms.to_string(),
-        _ => return None,
+        // The others as the broker property reads (a dynamic value included).
+        _ => {
+            let (_, _, keys, _) = DESCRIBE_TABLE.iter().find(|(n, ..)| *n == name)?;
+            return keys
+                .first()
+                .and_then(|k| broker.raw.get(*k))
+                .filter(|v| !v.is_empty())
+                .cloned();
+        }
     })
 }
 
 /// Every config of a topic with `topic` set, as DescribeConfigs reports it, sorted by name.
-pub fn describe(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Vec<DescribedConfig> {
+/// The value in force is the topic's own, else the broker's (dynamic for this broker, dynamic
+/// cluster default, static), else Kafka's default; the synonyms list each level that is set,
+/// highest precedence first, as Kafka does.
+pub fn describe(broker: &BrokerDefaults, topic: &BTreeMap<String, String>) -> Vec<DescribedConfig> {
     let mut out = Vec::new();
     for &(name, config_type, broker_keys, default) in DESCRIBE_TABLE {
         let own = topic.get(name);
@@ -432,20 +478,31 @@ pub fn describe(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Vec<
         if let Some(v) = own {
             synonyms.push((name.to_string(), v.clone(), ConfigSource::DynamicTopic));
         }
-        let explicit = broker_keys.iter().any(|k| broker.is_explicitly_set(k));
-        let fallback = broker_value(broker, name).unwrap_or_else(|| default.to_string());
+        for k in broker_keys.iter() {
+            for (v, src) in broker.dynamic.values(k) {
+                synonyms.push((k.to_string(), v.to_string(), src.into()));
+            }
+        }
+        let dynamic_source = synonyms
+            .iter()
+            .map(|(_, _, src)| *src)
+            .find(|src| *src != ConfigSource::DynamicTopic);
+        let explicit = broker_keys.iter().any(|k| broker.base.is_explicitly_set(k));
+        let fallback = broker_value(&broker.merged, name).unwrap_or_else(|| default.to_string());
+        let static_value = broker_value(&broker.base, name).unwrap_or_else(|| default.to_string());
         if let Some(k) = broker_keys.first() {
             let src = if explicit {
                 ConfigSource::StaticBroker
             } else {
                 ConfigSource::Default
             };
-            synonyms.push((k.to_string(), fallback.clone(), src));
+            synonyms.push((k.to_string(), static_value, src));
         }
-        let (value, source) = match own {
-            Some(v) => (v.clone(), ConfigSource::DynamicTopic),
-            None if explicit => (fallback, ConfigSource::StaticBroker),
-            None => (fallback, ConfigSource::Default),
+        let (value, source) = match (own, dynamic_source) {
+            (Some(v), _) => (v.clone(), ConfigSource::DynamicTopic),
+            (None, Some(src)) => (fallback, src),
+            (None, None) if explicit => (fallback, ConfigSource::StaticBroker),
+            (None, None) => (fallback, ConfigSource::Default),
         };
         out.push(DescribedConfig {
             name,
@@ -457,6 +514,15 @@ pub fn describe(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Vec<
     }
     out.sort_by_key(|c| c.name);
     out
+}
+
+impl From<DynamicSource> for ConfigSource {
+    fn from(s: DynamicSource) -> ConfigSource {
+        match s {
+            DynamicSource::Broker => ConfigSource::DynamicBroker,
+            DynamicSource::ClusterDefault => ConfigSource::DynamicDefaultBroker,
+        }
+    }
 }
 
 #[cfg(test)]

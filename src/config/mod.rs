@@ -9,6 +9,7 @@
 //! `--override: ...`).
 
 pub mod cluster;
+pub mod dynamic;
 pub mod keys;
 mod parse;
 #[cfg(test)]
@@ -109,6 +110,9 @@ pub struct BrokerConfig {
     pub raw: BTreeMap<String, String>,
     /// Where each set property was given.
     origins: BTreeMap<String, Origin>,
+    /// The settings this configuration was built from, in order (config file, overrides);
+    /// dynamic broker configs are laid over them by [`BrokerConfig::with_dynamic`].
+    settings: Vec<Setting>,
 }
 
 /// The transaction coordinator's settings, as Kafka's TransactionConfig.
@@ -274,6 +278,7 @@ fn listener_names(settings: &[Setting]) -> Vec<String> {
 impl BrokerConfig {
     /// Builds the configuration from settings applied in order over the defaults.
     pub fn from_settings(settings: Vec<Setting>) -> Result<BrokerConfig> {
+        let kept = settings.clone();
         let names = listener_names(&settings);
         let mut set: BTreeMap<String, (String, Origin)> = BTreeMap::new();
         let mut no_effect = Vec::new();
@@ -479,6 +484,7 @@ impl BrokerConfig {
             no_effect,
             raw,
             origins,
+            settings: kept,
         })
     }
 
@@ -508,6 +514,34 @@ impl BrokerConfig {
             settings.push(parse_override(o)?);
         }
         Self::from_settings(settings)
+    }
+
+    /// This configuration with dynamic broker configs (`key`, `value`, later ones winning)
+    /// laid over the static settings, as Kafka merges them; keys this broker does not know
+    /// are skipped. The values were validated when they were set; should the merge still fail,
+    /// the static configuration is kept.
+    pub fn with_dynamic(&self, dynamic: &[(String, String)]) -> BrokerConfig {
+        if dynamic.is_empty() {
+            return self.clone();
+        }
+        let mut settings = self.settings.clone();
+        settings.extend(
+            dynamic
+                .iter()
+                .filter(|(k, _)| keys::kafka_keys().contains_key(k.as_str()))
+                .map(|(key, value)| Setting {
+                    key: key.clone(),
+                    value: value.clone(),
+                    origin: Origin::Dynamic,
+                }),
+        );
+        match Self::from_settings(settings) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("dynamic broker configs not applied: {e:#}");
+                self.clone()
+            }
+        }
     }
 
     /// True if `key` was given (config file or override) a value other than the default.

@@ -10,8 +10,13 @@ use anyhow::{Result, bail};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     Default,
-    File { path: PathBuf, line: usize },
+    File {
+        path: PathBuf,
+        line: usize,
+    },
     Override,
+    /// A dynamic broker config (KIP-226) from the controller's metadata.
+    Dynamic,
 }
 
 impl fmt::Display for Origin {
@@ -20,6 +25,7 @@ impl fmt::Display for Origin {
             Origin::Default => write!(f, "default"),
             Origin::File { path, line } => write!(f, "{}:{line}", path.display()),
             Origin::Override => write!(f, "--override"),
+            Origin::Dynamic => write!(f, "dynamic config"),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::broker::now_ms;
 use crate::cluster::metadata::{ConfigResource, MetadataImage};
 use crate::cluster::topic_config;
 use crate::cluster::{Controller, Partition, TopicInfo};
+use crate::config::dynamic::DynamicConfigs;
 
 /// A partition this broker follows: its leader and leader epoch.
 pub struct Followed {
@@ -53,6 +54,25 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
             info!(topic = %t.name, "deleted topic");
         }
     }
+    // The dynamic broker configs this broker sees: the cluster default and its own.
+    let dynamic = DynamicConfigs {
+        cluster_default: img
+            .configs
+            .get(&ConfigResource::Broker(None))
+            .cloned()
+            .unwrap_or_default(),
+        this_broker: img
+            .configs
+            .get(&ConfigResource::Broker(Some(me)))
+            .cloned()
+            .unwrap_or_default(),
+    };
+    let defaults = if ctl.defaults().dynamic == dynamic {
+        ctl.defaults()
+    } else {
+        info!(?dynamic, "dynamic broker configs changed");
+        ctl.set_defaults(dynamic)
+    };
     let mut ids: Vec<&Uuid> = img.topics.keys().collect();
     ids.sort_by_key(|id| img.topics[*id].name.clone());
     for id in ids {
@@ -63,11 +83,13 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
             .cloned()
             .unwrap_or_default();
         let old = ctl.topic_by_id(id);
-        let effective = topic_config::effective(ctl.broker_config(), &configs);
+        let effective = topic_config::effective(&defaults.merged, &configs);
         let mut held: Vec<Arc<Partition>> = Vec::new();
-        let mut changed = old
-            .as_ref()
-            .is_none_or(|o| o.partition_count != t.partitions.len() || o.configs != configs);
+        let settings_changed = old.as_ref().is_some_and(|o| o.effective != effective);
+        let mut changed = settings_changed
+            || old
+                .as_ref()
+                .is_none_or(|o| o.partition_count != t.partitions.len() || o.configs != configs);
         for rec in &t.partitions {
             if !rec.replicas.contains(&me) {
                 continue;
@@ -85,7 +107,11 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
                     }
                 },
             };
-            p.set_min_insync_replicas(effective.min_insync_replicas);
+            if settings_changed {
+                p.apply_topic_config(&effective);
+            } else {
+                p.set_min_insync_replicas(effective.min_insync_replicas);
+            }
             let was_leader = p.is_leader();
             if rec.leader == me {
                 match p.become_leader(rec, now) {

@@ -40,6 +40,9 @@ pub enum ControllerRequest {
     },
     /// Topic config changes: (topic, name, value; `None` deletes).
     AlterTopicConfigs(Vec<(String, String, Option<String>)>),
+    /// Dynamic broker config changes: (broker id, `None` = the cluster default; name; value,
+    /// `None` deletes), validated by the broker that took the request.
+    AlterBrokerConfigs(Vec<(Option<i32>, String, Option<String>)>),
     /// The quorum as the Raft leader sees it (Kafka's DescribeQuorum, which brokers forward
     /// to the active controller): answered only by the leader.
     DescribeQuorum,

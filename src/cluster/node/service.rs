@@ -254,6 +254,26 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::AlterBrokerConfigs(items) => ControllerReply::Done(
+                self.decide(|_, img, _| {
+                    each(img, &items, |_, (broker, name, value)| {
+                        if let Some(v) = value {
+                            crate::config::dynamic::validate(name, v).map_err(|m| {
+                                ControlError::Topic(crate::cluster::TopicError::InvalidConfig(m))
+                            })?;
+                        }
+                        Ok((
+                            vec![MetadataRecord::Config {
+                                resource: ConfigResource::Broker(*broker),
+                                name: name.clone(),
+                                value: value.clone(),
+                            }],
+                            (),
+                        ))
+                    })
+                })
+                .await?,
+            ),
             ControllerRequest::DescribeQuorum => {
                 let status = self.quorum.status().await;
                 match QuorumView::of_leader(&status) {

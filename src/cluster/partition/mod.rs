@@ -321,6 +321,21 @@ impl Partition {
     }
 
     /// Sets min.insync.replicas; a lower value may let the high watermark advance.
+    /// Takes a topic's changed settings at once: the log's (the next append, roll and
+    /// retention pass follow them) and min.insync.replicas.
+    pub fn apply_topic_config(&self, eff: &crate::cluster::topic_config::EffectiveTopicConfig) {
+        self.set_log_config(eff.log.clone());
+        self.set_min_insync_replicas(eff.min_insync_replicas);
+    }
+
+    /// Gives the log new settings; the next append, roll and retention pass follow them.
+    pub fn set_log_config(&self, config: crate::log::LogConfig) {
+        let mut log = self.log.lock().unwrap();
+        if *log.config() != config {
+            log.set_config(config);
+        }
+    }
+
     pub fn set_min_insync_replicas(&self, n: i32) {
         let leo = self.log_end_offset();
         let mut r = self.replication.lock().unwrap();

@@ -412,6 +412,17 @@ impl Log {
         &self.config
     }
 
+    /// Replaces the settings: the next append, roll, flush and retention pass follow them
+    /// (existing segments keep the index files they were created with). Values outside what
+    /// `open` accepts are clamped into range.
+    pub fn set_config(&mut self, mut config: LogConfig) {
+        config.segment_bytes = config
+            .segment_bytes
+            .clamp(HEADER_SIZE as u64, i32::MAX as u64);
+        config.segment_index_bytes = config.segment_index_bytes.max(12);
+        self.config = config;
+    }
+
     /// First offset still in the log.
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset

@@ -659,3 +659,44 @@ fn ten_thousand_batches_random_lookups() {
     ));
     log.close().unwrap();
 }
+
+#[test]
+fn new_settings_govern_the_next_roll_and_retention_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        segment_bytes: 1 << 20,
+        ..small_cfg()
+    };
+    let mut log = Log::open(tmp.path(), cfg.clone(), false).unwrap();
+    for i in 0..20 {
+        append_simple(&mut log, 2, 10_000 + i, 0);
+    }
+    assert_eq!(log.num_segments(), 1);
+    log.set_config(LogConfig {
+        segment_bytes: 4096,
+        ..cfg.clone()
+    });
+    for i in 0..100 {
+        append_simple(&mut log, 2, 20_000 + i, 0);
+    }
+    let sizes: Vec<u64> = log.segments().map(Segment::size).collect();
+    assert!(sizes.len() > 3, "no rolls after segment_bytes shrank");
+    assert!(sizes[1..].iter().all(|s| *s <= 4096), "{sizes:?}");
+    // Retention off: nothing goes; then on: every segment (all past retention) goes.
+    assert_eq!(log.apply_retention(1_000_000).unwrap(), 0);
+    log.set_config(LogConfig {
+        segment_bytes: 4096,
+        retention_ms: 1000,
+        ..cfg
+    });
+    assert_eq!(log.apply_retention(1_000_000).unwrap(), sizes.len());
+    assert_eq!(log.log_start_offset(), log.log_end_offset());
+    // Out-of-range sizes are clamped, not taken as they are.
+    log.set_config(LogConfig {
+        segment_bytes: 1,
+        segment_index_bytes: 0,
+        ..LogConfig::default()
+    });
+    assert!(log.config().segment_bytes >= HEADER_SIZE as u64);
+    assert_eq!(log.config().segment_index_bytes, 12);
+}

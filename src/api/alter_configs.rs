@@ -1,0 +1,68 @@
+//! AlterConfigs (key 33), versions 0-2: the legacy form of IncrementalAlterConfigs (Admin
+//! `alterConfigs`, older tools). Each resource's configs are replaced whole: the keys given
+//! are set, every other key the resource has set is deleted.
+//!
+//! Behavior: TOPIC and BROKER resources as IncrementalAlterConfigs does them (validation,
+//! errors, live application, persistence: `config_changes`); BROKER_LOGGER and other
+//! resource types are INVALID_REQUEST. `validate_only` checks without applying.
+//!
+//! Version notes: v1 is the same as v0 (throttle behaviour, KIP-219); v2 is flexible.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
+use kafka_protocol::protocol::StrBytes;
+
+use super::config_changes::{
+    BROKER, Failure, Op, SET, TOPIC, alter_broker, alter_topic, invalid_request,
+};
+use super::{ApiSpec, RequestCtx};
+use crate::broker::Broker;
+use crate::net::response::Response;
+
+pub const SPEC: ApiSpec = ApiSpec {
+    key: ApiKey::AlterConfigs,
+    min: 0,
+    max: 2,
+    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+};
+
+async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> Result<(), Failure> {
+    let name = res.resource_name.as_str();
+    let ops: Vec<Op> = res
+        .configs
+        .iter()
+        .map(|c| Op {
+            name: c.name.to_string(),
+            op: SET,
+            value: c.value.as_ref().map(|v| v.to_string()),
+        })
+        .collect();
+    match res.resource_type {
+        TOPIC => alter_topic(b, name, ops, true, validate_only).await,
+        BROKER => alter_broker(b, name, ops, true, validate_only).await,
+        other => Err(invalid_request(format!(
+            "Altering configs of resource type {other} is not supported"
+        ))),
+    }
+}
+
+async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+    let req: AlterConfigsRequest = super::decode(&ctx, body)?;
+    let mut resp = AlterConfigsResponse::default();
+    for res in &req.resources {
+        let mut r = AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        r.error_message = None;
+        if let Err((code, message)) = alter(&b, res, req.validate_only).await {
+            r.error_code = code;
+            r.error_message = message.map(StrBytes::from_string);
+        }
+        resp.responses.push(r);
+    }
+    super::respond(&ctx, &resp)
+}

@@ -1,0 +1,107 @@
+//! `sluice-metadata` on one node: every topic (name, id, partition count, its configs) and the
+//! dynamic broker configs, one record a line, tab-separated; rewritten whole beside the old
+//! file and renamed into place at each change, so a crash leaves the old or the new one.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use uuid::Uuid;
+
+use super::{Controller, Image, TopicInfo, write_atomically};
+use crate::config::dynamic::DynamicConfigs;
+
+const METADATA_FILE: &str = "sluice-metadata";
+
+impl Controller {
+    fn metadata_path(&self) -> PathBuf {
+        self.config.log_dirs[0].join(METADATA_FILE)
+    }
+
+    /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
+    /// `config <TAB> key <TAB> value` lines for that topic, and the dynamic broker configs as
+    /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn read_metadata_file(
+        &self,
+    ) -> Result<(
+        Vec<(String, Uuid, i32, BTreeMap<String, String>)>,
+        DynamicConfigs,
+    )> {
+        let path = self.metadata_path();
+        let mut dynamic = DynamicConfigs::default();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), dynamic));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let mut out: Vec<(String, Uuid, i32, BTreeMap<String, String>)> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let f: Vec<&str> = line.split('\t').collect();
+            match f.as_slice() {
+                ["topic", name, id, parts] => out.push((
+                    name.to_string(),
+                    Uuid::parse_str(id)
+                        .with_context(|| format!("{}:{}: bad topic id", path.display(), n + 1))?,
+                    parts
+                        .parse()
+                        .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?,
+                    BTreeMap::new(),
+                )),
+                ["config", key, value] if !out.is_empty() => {
+                    out.last_mut()
+                        .unwrap()
+                        .3
+                        .insert(key.to_string(), value.to_string());
+                }
+                ["broker-config", who, key, value] => {
+                    let map = if *who == "default" {
+                        &mut dynamic.cluster_default
+                    } else if who.parse::<i32>().ok() == Some(self.config.node_id) {
+                        &mut dynamic.this_broker
+                    } else {
+                        continue;
+                    };
+                    map.insert(key.to_string(), value.to_string());
+                }
+                [""] => {}
+                _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
+            }
+        }
+        Ok((out, dynamic))
+    }
+
+    pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {
+        let mut topics: Vec<&Arc<TopicInfo>> = image.by_name.values().collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut text = String::new();
+        for t in topics {
+            text.push_str(&format!(
+                "topic\t{}\t{}\t{}\n",
+                t.name,
+                t.id,
+                t.partitions.len()
+            ));
+            for (k, v) in &t.configs {
+                text.push_str(&format!("config\t{k}\t{v}\n"));
+            }
+        }
+        let defaults = self.defaults();
+        for (who, map) in [
+            ("default".to_string(), &defaults.dynamic.cluster_default),
+            (
+                self.config.node_id.to_string(),
+                &defaults.dynamic.this_broker,
+            ),
+        ] {
+            for (k, v) in map {
+                text.push_str(&format!("broker-config\t{who}\t{k}\t{v}\n"));
+            }
+        }
+        write_atomically(&self.metadata_path(), text.as_bytes())
+    }
+}
