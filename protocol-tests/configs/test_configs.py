@@ -4,6 +4,7 @@ change topic and dynamic broker configs on the running broker at $BOOTSTRAP; the
 read from the partition directories under $BROKER_DATA and from DescribeConfigs. See ./run for
 the scenarios."""
 import os
+import re
 import shlex
 import subprocess
 
@@ -11,7 +12,8 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    ConfigSource, NewTopic, OffsetSpec, ResourceType)
 
-from harness import BOOTSTRAP, BROKER_CTL, RUN_TAG, Suite, check, info, wait_until
+import wire
+from harness import BOOTSTRAP, BROKER_CTL, RUN_TAG, Suite, check, host_port, info, wait_until
 
 S = Suite("configs")
 T = 30
@@ -46,17 +48,29 @@ def broker_id():
     return min(md.brokers)
 
 
-def kafka_configs(*args, check_rc=True):
-    """Runs kafka-configs; returns (rc, stdout + stderr)."""
+def kafka_tool(main_class, args, check_rc=True):
+    """Runs one of Kafka's command-line tools by main class; returns (rc, stdout + stderr)."""
     cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
            "-Dlog4j2.configurationFile=" + LOG4J, "-cp", os.path.join(KAFKA_LIBS, "*"),
-           "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", BOOTSTRAP] + list(args)
+           "org.apache.kafka.tools." + main_class, "--bootstrap-server", BOOTSTRAP] + list(args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=90)
     out = r.stdout.decode(errors="replace")
     if check_rc:
-        check(r.returncode == 0, "kafka-configs %s exited %d: %s" % (
-            " ".join(args), r.returncode, out[-600:]))
+        check(r.returncode == 0, "%s %s exited %d: %s" % (
+            main_class, " ".join(args), r.returncode, out[-600:]))
     return r.returncode, out
+
+
+def kafka_configs(*args, check_rc=True):
+    return kafka_tool("ConfigCommand", args, check_rc)
+
+
+def kafka_features(*args, check_rc=True):
+    return kafka_tool("FeatureCommand", args, check_rc)
+
+
+def kafka_topics(*args):
+    return kafka_tool("TopicCommand", args)[1]
 
 
 def alter_topic(topic, *configs):
@@ -64,8 +78,9 @@ def alter_topic(topic, *configs):
                   "--add-config", ",".join(configs))
 
 
-def create_topic(topic, config=None):
-    fs = admin().create_topics([NewTopic(topic, 1, 1, config=config or {})], request_timeout=T)
+def create_topic(topic, config=None, partitions=1):
+    fs = admin().create_topics([NewTopic(topic, partitions, 1, config=config or {})],
+                               request_timeout=T)
     fs[topic].result(timeout=T)
     wait_until(lambda: topic in admin().list_topics(topic, timeout=T).topics and
                admin().list_topics(topic, timeout=T).topics[topic].error is None, T,
@@ -218,6 +233,152 @@ def broker_default():
         check_source(d, "segment.bytes", "1073741824", ConfigSource.DEFAULT_CONFIG)
         check_source(d, "retention.bytes", "-1", ConfigSource.DEFAULT_CONFIG)
     eventually(back_to_static, "%s back to the static values" % plain)
+
+
+
+def described_partitions(out, topic):
+    """The partition numbers kafka-topics --describe lists for topic, in order, each line
+    checked to carry the ELR columns (null ELR lists would fail the tool)."""
+    parts = []
+    for line in out.splitlines():
+        cols = [c.strip() for c in line.strip().split("\t")]
+        if cols and cols[0] == "Topic: %s" % topic and len(cols) > 1 and \
+                cols[1].startswith("Partition: "):
+            check(any(c.startswith("Elr:") for c in cols), "no Elr column: %r" % line)
+            parts.append(int(cols[1].split()[1]))
+    return parts
+
+
+@S.scenario("describe-topic-partitions", timeout=150)
+def describe_topic_partitions():
+    many, one, missing = name("dtp-a"), name("dtp-b"), name("dtp-missing")
+    create_topic(many, partitions=25)
+    create_topic(one)
+    hp = host_port()
+    # Named topics (unsorted, one unknown), 7 partitions per answer, following the cursor.
+    seen, cursor, pages, ids, unknown = [], None, 0, {}, []
+    while True:
+        topics, cursor = wire.describe_topic_partitions(hp, [one, missing, many], 7, cursor)
+        pages += 1
+        check(pages <= 10, "cursor loop did not end: %s" % (cursor,))
+        check(sum(len(t["partitions"]) for t in topics if not t["error"]) <= 7,
+              "page %d holds more than 7 partitions" % pages)
+        for t in topics:
+            if t["error"]:
+                check(t["name"] == missing and t["error"] == 3 and not t["partitions"],
+                      "error topic %s" % t)
+                unknown.append(t["name"])
+                continue
+            check(t["operations"] == 3576 and not t["internal"], "topic fields %s" % t)
+            check(t["id"] != "00" * 16 and ids.setdefault(t["name"], t["id"]) == t["id"],
+                  "topic id of %s: %s" % (t["name"], t["id"]))
+            for (index, leader, replicas, isr, elr, offline) in t["partitions"]:
+                check(leader >= 0 and replicas == [leader] and isr == [leader] and
+                      elr == [] and offline == [], "partition %s-%d" % (t["name"], index))
+                seen.append((t["name"], index))
+        if cursor is None:
+            break
+        info("page %d ends at cursor %s" % (pages, cursor))
+    want = [(many, i) for i in range(25)] + [(one, 0)]
+    check(seen == want, "partitions in order %s, expected %s" % (seen, want))
+    check(unknown == [missing], "unknown topic reported %s" % unknown)
+    check(pages == 4, "%d pages for 26 partitions by 7" % pages)
+    # The cursor's topic must be among the named ones, its partition index not negative.
+    topics, cursor = wire.describe_topic_partitions(hp, [one], 10, (many, 0))
+    check([(t["name"], t["error"]) for t in topics] == [(one, 42)] and cursor is None,
+          "cursor topic not named: %s %s" % (topics, cursor))
+    topics, _ = wire.describe_topic_partitions(hp, [many], 10, (many, -1))
+    check([(t["name"], t["error"]) for t in topics] == [(many, 42)],
+          "negative cursor partition: %s" % topics)
+    # Every topic from the cursor on: the cursor topic's partitions from its index.
+    # (Limit 2: used up exactly by the cursor topic, the cursor points at the next topic.)
+    topics, cursor = wire.describe_topic_partitions(hp, [], 2, (many, 23))
+    check([(t["name"], [p[0] for p in t["partitions"]]) for t in topics] == [(many, [23, 24])]
+          and cursor is not None and cursor[0] > many and cursor[1] == 0,
+          "all topics from %s-23: %s, cursor %s" % (many, topics, cursor))
+    # The Java admin client pages through DescribeTopicPartitions the same way.
+    out = kafka_topics("--describe", "--topic", many, "--partition-size-limit-per-response", "4")
+    check(described_partitions(out, many) == list(range(25)), "kafka-topics --describe: %s" %
+          out[-800:])
+    out = kafka_topics("--describe", "--partition-size-limit-per-response", "3")
+    check(described_partitions(out, many) == list(range(25)) and
+          described_partitions(out, one) == [0], "kafka-topics --describe (all): %s" % out[-800:])
+
+
+@S.scenario("list-config-resources")
+def list_config_resources():
+    topic = name("lcr")
+    create_topic(topic)
+    hp = host_port()
+    bid = str(broker_id())
+    err, every = wire.list_config_resources(hp, [])
+    info("ListConfigResources: %s" % every)
+    check(err == 0 and (bid, 8) in every and (bid, 4) in every and (topic, 2) in every,
+          "every resource: error %d, %s" % (err, every))
+    order = [32, 16, 8, 4, 2]
+    types = [t for _, t in every]
+    check(types == sorted(types, key=order.index), "types in Kafka's order: %s" % types)
+    err, topics = wire.list_config_resources(hp, [2])
+    check(err == 0 and (topic, 2) in topics and all(t == 2 for _, t in topics),
+          "topics only: %d %s" % (err, topics))
+    err, some = wire.list_config_resources(hp, [4, 8])
+    check(err == 0 and some == [(bid, 8), (bid, 4)], "brokers and loggers: %d %s" % (err, some))
+    err, none = wire.list_config_resources(hp, [3])
+    check(err == 35 and none == [], "unknown type 3: error %d, %s" % (err, none))
+    err, metrics = wire.list_config_resources(hp, [], version=0)
+    check(err == 0 and metrics == [], "v0 (client metrics): error %d, %s" % (err, metrics))
+
+
+
+def feature_line(feature):
+    """kafka-features describe's fields for feature: {SupportedMinVersion: .., ...}."""
+    _, out = kafka_features("describe")
+    for line in out.splitlines():
+        if line.startswith("Feature: %s\t" % feature) or line.split()[:2] == ["Feature:", feature]:
+            words = line.split()
+            return dict(zip(words[2::2], words[3::2]))
+    raise AssertionError("%s not described: %s" % (feature, out[-800:]))
+
+
+def finalized_level(feature, level):
+    def at_level():
+        f = feature_line(feature)
+        check(f.get("FinalizedVersionLevel:") == level, "%s finalized at %s, expected %s" % (
+            feature, f.get("FinalizedVersionLevel:"), level))
+        return True
+    eventually(at_level, "%s at level %s" % (feature, level))
+
+
+@S.scenario("features", timeout=150)
+def features():
+    tv = feature_line("transaction.version")
+    check(tv.get("SupportedMinVersion:") == "0" and tv.get("SupportedMaxVersion:") == "2" and
+          tv.get("FinalizedVersionLevel:") == "2", "transaction.version: %s" % tv)
+    mv = feature_line("metadata.version")
+    check(mv.get("FinalizedVersionLevel:") == "4.4-IV2", "metadata.version: %s" % mv)
+    _, out = kafka_features("downgrade", "--feature", "transaction.version=1", "--dry-run")
+    check("transaction.version can be downgraded to 1." in out, "dry run: %s" % out[-400:])
+    finalized_level("transaction.version", "2")
+    try:
+        _, out = kafka_features("downgrade", "--feature", "transaction.version=1")
+        check("transaction.version was downgraded to 1." in out, "downgrade: %s" % out[-400:])
+        finalized_level("transaction.version", "1")
+        for args, message in [
+            (["upgrade", "--feature", "transaction.version=3"],
+             "Could not upgrade transaction.version to 3. The update failed for all features "
+             "since the following feature had an error: Invalid update version 3 for feature "
+             "transaction.version. Local controller %s only supports versions 0-2"),
+            (["upgrade", "--feature", "no.such.feature=1"],
+             "Invalid update version 1 for feature no.such.feature. Local controller %s does "
+             "not support this feature."),
+        ]:
+            rc, out = kafka_features(*args, check_rc=False)
+            pattern = re.escape(message).replace(re.escape("%s"), "[0-9]+")
+            check(rc != 0 and re.search(pattern, out), "%s: rc %d: %s" % (
+                " ".join(args), rc, out[-500:]))
+    finally:
+        kafka_features("upgrade", "--feature", "transaction.version=2")
+    finalized_level("transaction.version", "2")
 
 
 @S.scenario("read-only-broker-config")

@@ -317,6 +317,20 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
         ApiKey::DescribeCluster => {
             built::<_, DescribeClusterResponse>(DescribeClusterRequest::default())
         }
+        ApiKey::UpdateFeatures => {
+            // No updates: accepted and changes nothing.
+            built::<_, UpdateFeaturesResponse>(UpdateFeaturesRequest::default())
+        }
+        ApiKey::ListConfigResources => {
+            built::<_, ListConfigResourcesResponse>(ListConfigResourcesRequest::default())
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let mut t = describe_topic_partitions_request::TopicRequest::default();
+            t.name = topic_name(TOPIC);
+            let mut r = DescribeTopicPartitionsRequest::default();
+            r.topics = vec![t];
+            built::<_, DescribeTopicPartitionsResponse>(r)
+        }
         ApiKey::DeleteGroups => {
             let mut r = DeleteGroupsRequest::default();
             r.groups_names = vec![group("matrix-none")];

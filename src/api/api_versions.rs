@@ -4,10 +4,12 @@
 //! served APIs. A request above our highest version is answered in v0 with
 //! UNSUPPORTED_VERSION and the full list, so the client can pick a version it shares with us.
 //!
-//! v3+ also carry the features (KIP-584): `transaction.version` is supported from 0 to 2 and
-//! finalized at 2, as on Kafka 4.4 (EndTxn v5, the epoch bump per transaction, partitions
-//! added by the produce itself: KIP-890 part 2). A supported range starting at 0 is only
-//! listed from v4 (KIP-1022: older clients cannot parse it), as Kafka lists it.
+//! v3+ also carry the features (KIP-584, `cluster::features`): the supported levels of every
+//! feature Kafka 4.4 knows and the finalized ones (a new cluster's, as Kafka 4.4 finalizes
+//! them where Sluice supports them, e.g. `transaction.version` 2: EndTxn v5, the epoch bump
+//! per transaction, partitions added by the produce itself, KIP-890 part 2; changed by
+//! UpdateFeatures). A supported range starting at 0 is only listed from v4 (KIP-1022: older
+//! clients cannot parse it), as Kafka lists it.
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{APIS, ApiSpec, RequestCtx};
 use crate::broker::Broker;
+use crate::cluster::features::FEATURES;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -45,14 +48,11 @@ fn api_list() -> Vec<ApiVersion> {
     keys
 }
 
-/// The features served: (name, lowest supported, highest supported = finalized level).
-pub const FEATURES: &[(&str, i16, i16)] = &[("transaction.version", 0, 2)];
-
 fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
     if version < 3 {
         return;
     }
-    for &(name, min, max) in FEATURES {
+    for &(name, min, max, _) in FEATURES {
         if min > 0 || version >= 4 {
             let mut f = SupportedFeatureKey::default();
             f.name = StrBytes::from_static_str(name);
@@ -60,14 +60,23 @@ fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
             f.max_version = max;
             resp.supported_features.push(f);
         }
+    }
+    let (levels, epoch) = match b.cluster() {
+        Some(c) => {
+            let img = c.image();
+            (img.feature_levels(), img.offset as i64)
+        }
+        None => b.controller.feature_levels(),
+    };
+    for (name, level) in levels {
         let mut f = FinalizedFeatureKey::default();
-        f.name = StrBytes::from_static_str(name);
-        f.min_version_level = max;
-        f.max_version_level = max;
+        f.name = StrBytes::from_string(name);
+        f.min_version_level = level;
+        f.max_version_level = level;
         resp.finalized_features.push(f);
     }
     // Clients adopt the features of the highest epoch they have seen (-1 before any).
-    resp.finalized_features_epoch = b.cluster().map_or(1, |c| c.image().offset as i64);
+    resp.finalized_features_epoch = epoch;
 }
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {

@@ -30,6 +30,7 @@ pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod elect_leaders;
 pub mod end_txn;
@@ -39,12 +40,14 @@ pub mod find_coordinator;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod leader_hint;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod update_features;
 pub mod wire;
 pub mod write_txn_markers;
 
@@ -107,6 +110,8 @@ pub static APIS: &[ApiSpec] = &[
     delete_records::SPEC,
     create_partitions::SPEC,
     describe_cluster::SPEC,
+    describe_topic_partitions::SPEC,
+    list_config_resources::SPEC,
     // issue 4: producer
     init_producer_id::SPEC,
     describe_producers::SPEC,
@@ -131,6 +136,7 @@ pub static APIS: &[ApiSpec] = &[
     alter_partition_reassignments::SPEC,
     list_partition_reassignments::SPEC,
     describe_quorum::SPEC,
+    update_features::SPEC,
     // Transactions.
     add_partitions_to_txn::SPEC,
     add_offsets_to_txn::SPEC,

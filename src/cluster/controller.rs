@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+mod feature_levels;
 mod meta_files;
 mod metadata_file;
 mod topic_configs;
@@ -24,6 +25,7 @@ use meta_files::{load_meta_properties, write_partition_metadata};
 
 use super::checkpoints::LogDirCheckpoints;
 use super::control::new_partitions;
+use super::features::FeatureLevels;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
@@ -105,6 +107,8 @@ pub struct Controller {
     pub checkpoints: LogDirCheckpoints,
     /// The last shutdown was not clean: logs opened later (cluster mode) are recovered too.
     unclean_start: bool,
+    /// The feature levels set by UpdateFeatures (one node; a cluster keeps them in its image).
+    features: RwLock<FeatureLevels>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -181,13 +185,19 @@ impl Controller {
             _dir_locks: dir_locks,
             checkpoints: LogDirCheckpoints::load(&config)?,
             unclean_start: !clean,
+            features: RwLock::new(FeatureLevels::default()),
         };
-        let (stored, dynamic) = if config.cluster.is_some() {
-            (Vec::new(), DynamicConfigs::default())
+        let (stored, dynamic, features) = if config.cluster.is_some() {
+            (
+                Vec::new(),
+                DynamicConfigs::default(),
+                FeatureLevels::default(),
+            )
         } else {
             ctl.read_metadata_file()?
         };
         ctl.set_defaults(dynamic);
+        *ctl.features.write().unwrap() = features;
         let fresh_dirs = stored.is_empty();
         if !clean && !fresh_dirs {
             info!("unclean shutdown detected: recovering partition logs");

@@ -167,6 +167,7 @@ pub const ACTED: &[&str] = &[
     "log.roll.hours",
     "log.roll.ms",
     "log.segment.bytes",
+    "max.request.partition.size.limit",
     "message.max.bytes",
     "metadata.log.dir",
     "min.insync.replicas",

@@ -86,6 +86,9 @@ pub struct BrokerConfig {
     pub log_flush_interval_ms: i64,
     pub log_message_timestamp_type_log_append: bool,
     pub message_max_bytes: i32,
+    /// `max.request.partition.size.limit`: the most partitions one DescribeTopicPartitions
+    /// answer holds.
+    pub max_request_partition_size_limit: i32,
     pub socket_request_max_bytes: usize,
     pub min_insync_replicas: i32,
     pub offsets_topic_num_partitions: i32,
@@ -448,6 +451,8 @@ impl BrokerConfig {
             log_flush_interval_ms: flush_ms,
             log_message_timestamp_type_log_append: log_append,
             message_max_bytes: p.num_at_least("message.max.bytes", 0)?,
+            max_request_partition_size_limit: p
+                .num_at_least("max.request.partition.size.limit", 1)?,
             socket_request_max_bytes: p.num_at_least("socket.request.max.bytes", 1)?,
             min_insync_replicas: p.num_at_least("min.insync.replicas", 1)?,
             offsets_topic_num_partitions: p.num_at_least("offsets.topic.num.partitions", 1)?,

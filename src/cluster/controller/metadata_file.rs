@@ -1,5 +1,5 @@
 //! `sluice-metadata` on one node: every topic (name, id, partition count, its configs) and the
-//! dynamic broker configs, one record a line, tab-separated; rewritten whole beside the old
+//! dynamic broker configs and the feature levels UpdateFeatures set, one record a line, tab-separated; rewritten whole beside the old
 //! file and renamed into place at each change, so a crash leaves the old or the new one.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use uuid::Uuid;
 
 use super::{Controller, Image, TopicInfo, write_atomically};
+use crate::cluster::features::FeatureLevels;
 use crate::config::dynamic::DynamicConfigs;
 
 const METADATA_FILE: &str = "sluice-metadata";
@@ -22,20 +23,23 @@ impl Controller {
 
     /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
     /// `config <TAB> key <TAB> value` lines for that topic, and the dynamic broker configs as
-    /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines.
+    /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines, the feature levels
+    /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`.
     #[allow(clippy::type_complexity)]
     pub(super) fn read_metadata_file(
         &self,
     ) -> Result<(
         Vec<(String, Uuid, i32, BTreeMap<String, String>)>,
         DynamicConfigs,
+        FeatureLevels,
     )> {
         let path = self.metadata_path();
         let mut dynamic = DynamicConfigs::default();
+        let mut features = FeatureLevels::default();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((Vec::new(), dynamic));
+                return Ok((Vec::new(), dynamic, features));
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
@@ -68,11 +72,22 @@ impl Controller {
                     };
                     map.insert(key.to_string(), value.to_string());
                 }
+                ["feature", name, level] => {
+                    let level = level
+                        .parse()
+                        .with_context(|| format!("{}:{}: bad level", path.display(), n + 1))?;
+                    features.overrides.insert(name.to_string(), level);
+                }
+                ["feature-changes", count] => {
+                    features.changes = count
+                        .parse()
+                        .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?;
+                }
                 [""] => {}
                 _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
             }
         }
-        Ok((out, dynamic))
+        Ok((out, dynamic, features))
     }
 
     pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {
@@ -101,6 +116,13 @@ impl Controller {
             for (k, v) in map {
                 text.push_str(&format!("broker-config\t{who}\t{k}\t{v}\n"));
             }
+        }
+        let features = self.features.read().unwrap().clone();
+        for (name, level) in &features.overrides {
+            text.push_str(&format!("feature\t{name}\t{level}\n"));
+        }
+        if features.changes > 0 {
+            text.push_str(&format!("feature-changes\t{}\n", features.changes));
         }
         write_atomically(&self.metadata_path(), text.as_bytes())
     }

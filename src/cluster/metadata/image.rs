@@ -83,6 +83,20 @@ impl MetadataImage {
         self.brokers.values().filter(|b| b.is_active()).collect()
     }
 
+    /// The finalized feature levels (above 0): a new cluster's, with those UpdateFeatures set.
+    pub fn feature_levels(&self) -> BTreeMap<String, i16> {
+        let set = self
+            .configs
+            .get(&ConfigResource::Features)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        crate::cluster::features::finalized(&set)
+    }
+
     pub fn config(&self, resource: &ConfigResource, name: &str) -> Option<&str> {
         self.configs
             .get(resource)

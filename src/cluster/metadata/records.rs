@@ -108,6 +108,8 @@ pub enum ConfigResource {
     Topic(String),
     /// A broker's dynamic config; `None` is the cluster-wide default.
     Broker(Option<i32>),
+    /// The feature levels UpdateFeatures set: feature name → level (a decimal number).
+    Features,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

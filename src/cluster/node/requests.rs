@@ -43,6 +43,11 @@ pub enum ControllerRequest {
     /// Dynamic broker config changes: (broker id, `None` = the cluster default; name; value,
     /// `None` deletes), validated by the broker that took the request.
     AlterBrokerConfigs(Vec<(Option<i32>, String, Option<String>)>),
+    /// UpdateFeatures: (feature, level, upgrade type), all or nothing.
+    UpdateFeatures {
+        updates: Vec<(String, i16, i8)>,
+        validate_only: bool,
+    },
     /// The quorum as the Raft leader sees it (Kafka's DescribeQuorum, which brokers forward
     /// to the active controller): answered only by the leader.
     DescribeQuorum,
@@ -67,6 +72,8 @@ pub enum ControllerReply {
     /// The request could not be decoded (a node of another version).
     Invalid(String),
     Quorum(QuorumView),
+    /// UpdateFeatures: Kafka's error message for the first update refused.
+    Features(Result<(), String>),
 }
 
 /// The metadata quorum as its leader sees it.

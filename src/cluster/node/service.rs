@@ -17,6 +17,7 @@ use super::metadata_log::encode_entry;
 use super::requests::{ControllerReply, ControllerRequest, PRODUCER_ID_BLOCK, QuorumView};
 use crate::broker::now_ms;
 use crate::cluster::control::active::{ActiveController, ControlConfig, ControlError};
+use crate::cluster::features::{self, FeatureUpdate};
 use crate::cluster::metadata::{ConfigResource, MetadataImage, MetadataRecord};
 use crate::cluster::quorum::{BoxFuture, ControllerService, ProposeError, Quorum, ServiceError};
 use crate::cluster::topic_config;
@@ -274,6 +275,40 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => {
+                let me = self.quorum.node_id() as i32;
+                let updates: Vec<FeatureUpdate> = updates
+                    .into_iter()
+                    .map(|(feature, level, upgrade_type)| FeatureUpdate {
+                        feature,
+                        level,
+                        upgrade_type,
+                    })
+                    .collect();
+                ControllerReply::Features(
+                    self.decide(|_, img, _| {
+                        match features::decide(&img.feature_levels(), &updates, me) {
+                            Err(e) => (Vec::new(), Err(e)),
+                            Ok(_) if validate_only => (Vec::new(), Ok(())),
+                            Ok(levels) => (
+                                levels
+                                    .into_iter()
+                                    .map(|(name, level)| MetadataRecord::Config {
+                                        resource: ConfigResource::Features,
+                                        name,
+                                        value: Some(level.to_string()),
+                                    })
+                                    .collect(),
+                                Ok(()),
+                            ),
+                        }
+                    })
+                    .await?,
+                )
+            }
             ControllerRequest::DescribeQuorum => {
                 let status = self.quorum.status().await;
                 match QuorumView::of_leader(&status) {
