@@ -67,6 +67,8 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 LOGDIRS = "org.apache.kafka.tools.LogDirsCommand"
 VPRODUCER = "org.apache.kafka.tools.VerifiableProducer"
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 VCONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
 
 
@@ -813,6 +815,93 @@ def unclean_election():
     wait_isr_full(t, 90)
     lo2, hi2, log2 = read_partition(t, 0)
     check(hi2 == hi and log2 == log, "after node %d rejoined: hw %d (was %d)" % (a, hi2, hi))
+
+
+# ---- configs and registrations -------------------------------------------------------------
+
+def broker_addrs():
+    """{broker id: host:port} of the live brokers."""
+    md = admin().list_topics(timeout=10)
+    return {b.id: "%s:%d" % (b.host, b.port) for b in md.brokers.values()}
+
+
+def configs_seen(addrs, nodes, topic, retention_ms):
+    """Through each of nodes alone: the topic's own retention.ms and the cluster-wide
+    log.retention.bytes default, on the topic (which follows it) and on that broker itself."""
+    for i in nodes:
+        out = tool(CONFIGS, "--bootstrap-server", addrs[i], "--describe", "--all",
+                   "--entity-type", "topics", "--entity-name", topic)
+        check("retention.ms=%d sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=%d"
+              % (retention_ms, retention_ms) in out, "node %d: %s's retention.ms: %s" % (
+                  i, topic, out[-600:]))
+        check("retention.bytes=987654321 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+              "log.retention.bytes=987654321" in out, "node %d: %s's retention.bytes: %s" % (
+                  i, topic, out[-600:]))
+        out = tool(CONFIGS, "--bootstrap-server", addrs[i], "--describe", "--all",
+                   "--entity-type", "brokers", "--entity-name", str(i))
+        check("log.retention.bytes=987654321 sensitive=false synonyms={"
+              "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=987654321" in out,
+              "broker %d's log.retention.bytes: %s" % (i, out[-600:]))
+    return True
+
+
+@S.scenario("configs-across-brokers", timeout=420)
+def configs_across_brokers():
+    ensure_all_up()
+    t = create_topic(topic_name("cfg"), partitions=3)
+    addrs = broker_addrs()
+    check(sorted(addrs) == NODES, "brokers %s" % addrs)
+    tool(CONFIGS, "--bootstrap-server", addrs[1], "--alter", "--entity-type", "topics",
+         "--entity-name", t, "--add-config", "retention.ms=7654321")
+    tool(CONFIGS, "--bootstrap-server", addrs[1], "--alter", "--entity-type", "brokers",
+         "--entity-default", "--add-config", "log.retention.bytes=987654321")
+    try:
+        wait_until(lambda: configs_seen(addrs, NODES, t, 7654321), 90,
+                   "the configs on every broker", interval=1)
+        leader = int(quorum_status().get("LeaderId", "-1"))
+        check(leader in NODES, "no active controller")
+        cluster("kill", leader)
+        rest = [i for i in NODES if i != leader]
+        wait_until(lambda: int(quorum_status().get("LeaderId", "-1")) in rest, 60,
+                   "a new active controller", interval=1)
+        wait_until(lambda: configs_seen(addrs, rest, t, 7654321), 90,
+                   "the configs after the kill of controller %d" % leader, interval=1)
+        tool(CONFIGS, "--bootstrap-server", addrs[rest[0]], "--alter", "--entity-type", "topics",
+             "--entity-name", t, "--add-config", "retention.ms=7654322")
+        cluster("start", leader)
+        wait_isr_full(t, 120)
+        wait_until(lambda: configs_seen(addrs, NODES, t, 7654322), 90,
+                   "the changed config on every broker, %d restarted" % leader, interval=1)
+    finally:
+        ensure_all_up()
+        tool(CONFIGS, "--bootstrap-server", BOOTSTRAP, "--alter", "--entity-type", "brokers",
+             "--entity-default", "--delete-config", "log.retention.bytes")
+
+
+def registered(include_fenced=True):
+    """Broker ids kafka-cluster list-endpoints shows (fenced ones too)."""
+    args = ["--include-fenced-brokers"] if include_fenced else []
+    out = tool(CLUSTER_TOOL, "list-endpoints", "--bootstrap-server", BOOTSTRAP, *args)
+    return sorted(int(l.split()[0]) for l in out.splitlines()[1:] if l.strip())
+
+
+@S.scenario("unregister-broker", timeout=240)
+def unregister_broker():
+    ensure_all_up()
+    rc, out, err = tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", BOOTSTRAP, "--id", "42",
+                        ok=False)
+    check(rc != 0 and "Broker ID 42 is not currently registered" in out + err,
+          "unregister --id 42: rc %d: %s %s" % (rc, out[-300:], err[-300:]))
+    cluster("stop", 3)
+    try:
+        wait_until(lambda: 3 not in registered(False), 60, "broker 3 fenced", interval=1)
+        check(3 in registered(), "a stopped broker is still registered (fenced)")
+        out = tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", BOOTSTRAP, "--id", "3")
+        check("Broker 3 is no longer registered." in out, "unregister --id 3: %s" % out[-300:])
+        wait_until(lambda: registered() == [1, 2], 30, "broker 3's registration gone", interval=1)
+    finally:
+        cluster("start", 3)
+    wait_until(lambda: registered(False) == NODES, 90, "broker 3 registered again", interval=1)
 
 
 if __name__ == "__main__":

@@ -48,11 +48,13 @@ def broker_id():
     return min(md.brokers)
 
 
-def kafka_tool(main_class, args, check_rc=True):
-    """Runs one of Kafka's command-line tools by main class; returns (rc, stdout + stderr)."""
+def kafka_tool(main_class, args, check_rc=True, sub=()):
+    """Runs one of Kafka's command-line tools by main class (`sub`: the subcommand words that
+    come before --bootstrap-server); returns (rc, stdout + stderr)."""
     cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
            "-Dlog4j2.configurationFile=" + LOG4J, "-cp", os.path.join(KAFKA_LIBS, "*"),
-           "org.apache.kafka.tools." + main_class, "--bootstrap-server", BOOTSTRAP] + list(args)
+           "org.apache.kafka.tools." + main_class] + list(sub) + [
+               "--bootstrap-server", BOOTSTRAP] + list(args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=90)
     out = r.stdout.decode(errors="replace")
     if check_rc:
@@ -379,6 +381,13 @@ def features():
     finally:
         kafka_features("upgrade", "--feature", "transaction.version=2")
     finalized_level("transaction.version", "2")
+
+
+@S.scenario("unregister-broker")
+def unregister_broker():
+    rc, out = kafka_tool("ClusterTool", ["--id", "42"], check_rc=False, sub=["unregister"])
+    check(rc != 0 and "BrokerIdNotRegisteredException: Broker ID 42 is not currently "
+          "registered" in out, "kafka-cluster unregister --id 42: rc %d: %s" % (rc, out[-500:]))
 
 
 @S.scenario("read-only-broker-config")

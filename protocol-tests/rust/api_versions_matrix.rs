@@ -317,6 +317,12 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
         ApiKey::DescribeCluster => {
             built::<_, DescribeClusterResponse>(DescribeClusterRequest::default())
         }
+        ApiKey::UnregisterBroker => {
+            // An id no broker has: BROKER_ID_NOT_REGISTERED.
+            let mut r = UnregisterBrokerRequest::default();
+            r.broker_id = BrokerId(4242);
+            built::<_, UnregisterBrokerResponse>(r)
+        }
         ApiKey::UpdateFeatures => {
             // No updates: accepted and changes nothing.
             built::<_, UpdateFeaturesResponse>(UpdateFeaturesRequest::default())

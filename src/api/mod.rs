@@ -47,6 +47,7 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod unregister_broker;
 pub mod update_features;
 pub mod wire;
 pub mod write_txn_markers;
@@ -137,6 +138,7 @@ pub static APIS: &[ApiSpec] = &[
     list_partition_reassignments::SPEC,
     describe_quorum::SPEC,
     update_features::SPEC,
+    unregister_broker::SPEC,
     // Transactions.
     add_partitions_to_txn::SPEC,
     add_offsets_to_txn::SPEC,

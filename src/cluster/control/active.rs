@@ -49,6 +49,8 @@ pub enum ControlError {
     Topic(TopicError),
     Election(ElectionRefused),
     Reassign(reassignment::ReassignError),
+    /// BROKER_ID_NOT_REGISTERED: UnregisterBroker of an id with no registration.
+    BrokerIdNotRegistered(i32),
 }
 
 /// A broker's heartbeat (Kafka's BrokerHeartbeatRequest).
@@ -206,6 +208,22 @@ impl ActiveController {
                 should_shut_down,
             },
         ))
+    }
+
+    /// UnregisterBroker, as Kafka's controller does it: the broker's leaderships move away as
+    /// when it is fenced, it leaves the ISRs, and its registration goes (alive or not; a live
+    /// broker registers again).
+    pub fn unregister(&mut self, img: &MetadataImage, id: i32) -> Decision<()> {
+        let Some(b) = img.brokers.get(&id) else {
+            return Err(ControlError::BrokerIdNotRegistered(id));
+        };
+        let mut records = self.elections_after(img, id, false);
+        records.push(MetadataRecord::UnregisterBroker {
+            broker_id: id,
+            epoch: b.epoch,
+        });
+        self.last_contact.remove(&id);
+        Ok((records, ()))
     }
 
     /// Time passed: brokers whose session expired are fenced and their leaderships move. Each

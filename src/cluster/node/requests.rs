@@ -43,6 +43,8 @@ pub enum ControllerRequest {
     /// Dynamic broker config changes: (broker id, `None` = the cluster default; name; value,
     /// `None` deletes), validated by the broker that took the request.
     AlterBrokerConfigs(Vec<(Option<i32>, String, Option<String>)>),
+    /// UnregisterBroker: the broker id (answered `Done` with one result).
+    UnregisterBroker(i32),
     /// UpdateFeatures: (feature, level, upgrade type), all or nothing.
     UpdateFeatures {
         updates: Vec<(String, i16, i8)>,

@@ -275,6 +275,13 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::UnregisterBroker(id) => ControllerReply::Done(vec![
+                self.decide(|active, img, _| match active.unregister(img, id) {
+                    Ok((records, ())) => (records, Ok(())),
+                    Err(e) => (Vec::new(), Err(e)),
+                })
+                .await?,
+            ]),
             ControllerRequest::UpdateFeatures {
                 updates,
                 validate_only,
