@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod config;
 pub mod group;
 pub mod log;
+pub mod logging;
 pub mod net;
 pub mod producer;
 pub mod txn;

@@ -61,11 +61,22 @@ fn init_logging() {
         Ok(f) => (f, None),
         Err(e) => (EnvFilter::new("info"), Some(e)),
     };
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter_reloading();
+    let handle = builder.reload_handle();
+    builder.init();
+    // Broker loggers (kafka-configs --entity-type broker-loggers) change the filter at run time.
+    let start = if bad.is_some() { "info" } else { spec.as_str() };
+    sluice::logging::install(
+        start,
+        Box::new(move |spec| {
+            let f = EnvFilter::try_new(spec).map_err(|e| e.to_string())?;
+            handle.reload(f).map_err(|e| e.to_string())
+        }),
+    );
     if let Some(e) = bad {
         tracing::warn!("{var}={spec:?} is not a log filter ({e}); using info");
     }

@@ -69,6 +69,7 @@ LOGDIRS = "org.apache.kafka.tools.LogDirsCommand"
 VPRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
 VCONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
 
 
@@ -902,6 +903,35 @@ def unregister_broker():
     finally:
         cluster("start", 3)
     wait_until(lambda: registered(False) == NODES, 90, "broker 3 registered again", interval=1)
+
+
+def transaction_version(addr):
+    """transaction.version's finalized level as kafka-features describe shows it through addr."""
+    out = tool(FEATURES, "--bootstrap-server", addr, "describe")
+    for line in out.splitlines():
+        words = line.split()
+        if words[:2] == ["Feature:", "transaction.version"]:
+            return dict(zip(words[2::2], words[3::2])).get("FinalizedVersionLevel:")
+    raise AssertionError("transaction.version not described: %s" % out[-500:])
+
+
+@S.scenario("features", timeout=240)
+def features():
+    ensure_all_up()
+    addrs = broker_addrs()
+    out = tool(FEATURES, "--bootstrap-server", addrs[2], "downgrade", "--feature",
+               "transaction.version=1")
+    check("transaction.version was downgraded to 1." in out, "downgrade: %s" % out[-300:])
+    try:
+        for i in NODES:
+            wait_until(lambda: transaction_version(addrs[i]) == "1", 60,
+                       "transaction.version 1 through broker %d" % i, interval=1)
+    finally:
+        tool(FEATURES, "--bootstrap-server", addrs[3], "upgrade", "--feature",
+             "transaction.version=2")
+    for i in NODES:
+        wait_until(lambda: transaction_version(addrs[i]) == "2", 60,
+                   "transaction.version 2 through broker %d" % i, interval=1)
 
 
 if __name__ == "__main__":

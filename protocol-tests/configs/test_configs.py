@@ -390,6 +390,50 @@ def unregister_broker():
           "registered" in out, "kafka-cluster unregister --id 42: rc %d: %s" % (rc, out[-500:]))
 
 
+def logger_levels(bid):
+    """{logger: level} kafka-configs --describe --entity-type broker-loggers shows."""
+    _, out = kafka_configs("--describe", "--entity-type", "broker-loggers", "--entity-name", bid)
+    levels = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+(\S+)=(\S+) sensitive=false synonyms=\{\}$", line)
+        if m:
+            levels[m.group(1)] = m.group(2)
+    check("root" in levels, "no root logger described: %s" % out[-600:])
+    return levels
+
+
+@S.scenario("broker-loggers", timeout=120)
+def broker_loggers():
+    bid = str(broker_id())
+    before = logger_levels(bid)
+    logger = sorted(k for k in before if k != "root")[0]
+    info("loggers: %d, changing %s (at %s)" % (len(before), logger, before[logger]))
+
+    def alter(*args, ok=True):
+        return kafka_configs("--alter", "--entity-type", "broker-loggers", "--entity-name", bid,
+                             *args, check_rc=ok)
+    alter("--add-config", "%s=DEBUG" % logger)
+    try:
+        eventually(lambda: check(logger_levels(bid)[logger] == "DEBUG", "%s not DEBUG" % logger),
+                   "%s at DEBUG" % logger)
+        for args, message in [
+            (["--add-config", "%s=BOGUS" % logger],
+             "InvalidConfigurationException: Cannot set the log level of %s to BOGUS as it is "
+             "not a supported log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, "
+             "WARN" % logger),
+            (["--delete-config", "root"],
+             "InvalidRequestException: Removing the log level of the root logger is not allowed"),
+            (["--add-config", "no.such.logger=DEBUG"], "Invalid broker logger(s): no.such.logger"),
+        ]:
+            rc, out = alter(*args, ok=False)
+            check(rc != 0 and message in out, "%s: rc %d: %s" % (" ".join(args), rc, out[-500:]))
+    finally:
+        alter("--delete-config", logger)
+    after = logger_levels(bid)
+    check(after[logger] == after["root"], "%s at %s after the delete, root at %s" % (
+        logger, after[logger], after["root"]))
+
+
 @S.scenario("read-only-broker-config")
 def read_only_broker_config():
     bid = str(broker_id())

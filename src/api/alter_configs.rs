@@ -44,6 +44,9 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
     match res.resource_type {
         TOPIC => alter_topic(b, name, ops, true, validate_only).await,
         BROKER => alter_broker(b, name, ops, true, validate_only).await,
+        super::config_changes::BROKER_LOGGER => Err(invalid_request(
+            "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER",
+        )),
         other => Err(invalid_request(format!(
             "Altering configs of resource type {other} is not supported"
         ))),

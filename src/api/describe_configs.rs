@@ -8,7 +8,9 @@
 //! this broker, dynamic default, static, default); read-only unless Kafka lets it change at
 //! run time. The cluster-wide default (empty name): the dynamic default configs. Custom keys
 //! (unknown to Kafka) are sensitive with a null value, as Kafka shows them. Broker loggers
-//! describe as empty. Other resource types (groups, client metrics) get INVALID_REQUEST.
+//! (name = this node id): every logger of `crate::logging` with its level, source
+//! DYNAMIC_BROKER_LOGGER_CONFIG, no synonyms, type UNKNOWN. Other resource types (groups,
+//! client metrics) get INVALID_REQUEST.
 //! Config documentation is not served (null).
 
 use std::collections::BTreeSet;
@@ -180,6 +182,24 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
         .collect())
 }
 
+/// This broker's loggers and their levels (`crate::logging`).
+fn logger_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+    super::config_changes::check_node_name(b, BROKER_LOGGER, name)
+        .map_err(|(code, m)| (code, m.unwrap_or_default()))?;
+    Ok(crate::logging::describe()
+        .into_iter()
+        .map(|(name, value)| Entry {
+            name,
+            value,
+            source: ConfigSource::DynamicBrokerLogger,
+            config_type: 0,
+            read_only: false,
+            sensitive: false,
+            synonyms: Vec::new(),
+        })
+        .collect())
+}
+
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeConfigsRequest = super::decode(&ctx, body)?;
     let mut resp = DescribeConfigsResponse::default();
@@ -188,7 +208,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let entries = match res.resource_type {
             TOPIC => topic_entries(&b, &name),
             BROKER => broker_entries(&b, &name),
-            BROKER_LOGGER => Ok(Vec::new()),
+            BROKER_LOGGER => logger_entries(&b, &name),
             t => Err((
                 ResponseError::InvalidRequest.code(),
                 format!("Unsupported resource type {t}"),

@@ -10,8 +10,9 @@
 //! - BROKER resources (this node's id, or empty for the cluster-wide default): dynamic broker
 //!   configs (KIP-226), persisted in the controller's metadata; topics without an override
 //!   follow changed log defaults at once.
-//! - BROKER_LOGGER resources: the name must be this node's id; Sluice has no loggers to
-//!   alter, so anything is refused with INVALID_REQUEST.
+//! - BROKER_LOGGER resources (this node's id): SET a logger's level, DELETE it (root's level
+//!   then); Kafka's errors for unknown loggers and levels, root's deletion, APPEND and
+//!   SUBTRACT (`crate::logging`). Effective at once, not persisted (as Kafka).
 //! - Other resource types are INVALID_REQUEST.
 //!
 //! Validation, errors and how changes are applied: `config_changes`.
@@ -29,12 +30,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::config_changes::{
-    BROKER, BROKER_LOGGER, Failure, Op, TOPIC, alter_broker, alter_topic, check_node_name,
-    check_ops, invalid_request,
+    APPEND, BROKER, BROKER_LOGGER, DELETE, Failure, Op, SET, TOPIC, alter_broker, alter_topic,
+    check_node_name, check_ops, invalid_request,
 };
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
+use crate::logging::{self, Change, Refused};
 use crate::net::response::Response;
+use kafka_protocol::ResponseError;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::IncrementalAlterConfigs,
@@ -60,11 +63,19 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
         BROKER_LOGGER => {
             check_node_name(b, BROKER_LOGGER, name)?;
             check_ops(&ops)?;
-            let keys: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
-            Err(invalid_request(format!(
-                "Broker loggers are not supported by this broker yet: cannot alter {}",
-                keys.join(", ")
-            )))
+            let changes: Vec<Change> = ops
+                .into_iter()
+                .map(|o| match (o.op, o.value) {
+                    (SET, v) => Change::Set(o.name, v.unwrap_or_default()),
+                    (DELETE, _) => Change::Delete(o.name),
+                    (APPEND, _) => Change::Other(o.name, "APPEND".into()),
+                    (_, _) => Change::Other(o.name, "SUBTRACT".into()),
+                })
+                .collect();
+            logging::change(&changes, validate_only).map_err(|e| match e {
+                Refused::InvalidConfig(m) => (ResponseError::InvalidConfig.code(), Some(m)),
+                Refused::InvalidRequest(m) => invalid_request(m),
+            })
         }
         other => Err(invalid_request(format!(
             "Altering configs of resource type {other} is not supported"

@@ -223,6 +223,7 @@ pub enum ConfigSource {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    DynamicBrokerLogger = 6,
 }
 
 /// One topic config as Kafka describes it: the value in force and where it comes from, plus
