@@ -46,7 +46,7 @@ fn api_list() -> Vec<ApiVersion> {
 }
 
 /// The features served: (name, lowest supported, highest supported = finalized level).
-pub const FEATURES: &[(&str, i16, i16)] = &[("transaction.version", 0, 2)];
+pub const FEATURES: &[(&str, i16, i16)] = &[("group.version", 0, 1), ("transaction.version", 0, 2)];
 
 fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
     if version < 3 {
