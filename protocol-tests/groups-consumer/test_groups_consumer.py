@@ -26,8 +26,15 @@ def name(base):
     return "gcs-%s-%s" % (base, RUN_TAG)
 
 
+_ADMIN = []
+
+
 def admin():
-    return AdminClient({"bootstrap.servers": BOOTSTRAP})
+    """One admin client for the whole run (librdkafka handles destroyed while a request is
+    in flight, as around a broker restart, can bring the interpreter down)."""
+    if not _ADMIN:
+        _ADMIN.append(AdminClient({"bootstrap.servers": BOOTSTRAP}))
+    return _ADMIN[0]
 
 
 def create_topic(topic, partitions):
@@ -239,12 +246,18 @@ def java_commit_resume():
     group = name("resume")
     produce(topic, 300, 3)
     read_and_commit(group, topic, 3, 300, "resume1")
+    resume_from_commits(group, topic, "resume2")
+
+
+def resume_from_commits(group, topic, label):
+    """60 more records to the 3 partitions holding 300 committed ones: a new member of the
+    group reads the 60 only."""
     produce(topic, 60, 3)
-    m = java_member(group, topic, "resume2")
+    m = java_member(group, topic, label)
     try:
         wait_until(lambda: sum(committed(group, topic, 3).values()) >= 360, T,
-                   "the second member's commits")
-        check(m.read == 60, "the second member read %d records, 60 were new" % m.read)
+                   "%s's commits" % label)
+        check(m.read == 60, "%s read %d records, 60 were new" % (label, m.read))
     finally:
         m.stop()
 
@@ -262,12 +275,28 @@ def commits_survive_kill9():
     after = wait_until(lambda: committed(group, topic, 3), T, "the offsets after the restart")
     check(after == before, "committed offsets before the kill %s, after the restart %s" % (
         before, after))
-    produce(topic, 60, 3)
-    m = java_member(group, topic, "k9-2")
+    resume_from_commits(group, topic, "k9-2")
+
+
+@S.scenario("member-across-broker-kill9", timeout=240)
+def member_across_kill9():
+    check(BROKER_CTL, "BROKER_CTL is set")
+    topic = create_topic(name("live"), 3)
+    group = name("live")
+    produce(topic, 300, 3)
+    m = java_member(group, topic, "live")
     try:
+        wait_until(lambda: sum(committed(group, topic, 3).values()) >= 300, T,
+                   "the member's commits of 300 records")
+        subprocess.run([BROKER_CTL, "kill9"], check=True, timeout=60)
+        subprocess.run([BROKER_CTL, "start"], check=True, timeout=120)
+        produce(topic, 60, 3)
         wait_until(lambda: sum(committed(group, topic, 3).values()) >= 360, T,
-                   "the new member's commits")
-        check(m.read == 60, "the new member read %d records, 60 were new" % m.read)
+                   "the same member process to read and commit the 60 new records")
+        check(m.proc.poll() is None, "the member kept running")
+        check(m.owned() is not None and len(m.owned()) == 3, "it owns the 3 partitions: %s" % (
+            m.owned(),))
+        check(not m.errors, "member errors: %s" % m.errors)
     finally:
         m.stop()
 

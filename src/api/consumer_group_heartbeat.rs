@@ -6,7 +6,6 @@
 //! Version notes: v1 (KIP-1082) has the client choose its member id (epoch 0 with an empty
 //! member id is INVALID_REQUEST); v0 gets one from the coordinator.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -52,7 +51,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let mut a = consumer::Assignment::new();
         for tp in tps {
             a.entry(tp.topic_id)
-                .or_insert_with(BTreeSet::new)
+                .or_default()
                 .extend(tp.partitions.iter().copied());
         }
         a

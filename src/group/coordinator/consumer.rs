@@ -42,6 +42,19 @@ fn not_found(message: String) -> Error {
     }
 }
 
+/// A heartbeat (epoch > 0) for a group unknown here or known by its offsets only. The
+/// members are not persisted, so this is also what a broker restart leaves: UNKNOWN_MEMBER_ID
+/// has the member rejoin (Kafka, which replays its members, answers GROUP_ID_NOT_FOUND for a
+/// group that is really gone).
+fn unknown_after_restart(group_id: &str, member_id: &str) -> Error {
+    Error {
+        code: E::UnknownMemberId.code(),
+        message: Some(format!(
+            "Member {member_id} is not a member of group {group_id}."
+        )),
+    }
+}
+
 /// Keeps the classic view (`state`, `protocol_type`) of a consumer group in line with it.
 pub(super) fn sync_state(g: &mut Group) {
     let Some(c) = &g.consumer else {
@@ -86,7 +99,7 @@ impl Coordinator {
         } else {
             match self.get(group_id).map_err(code)? {
                 Some(c) => c,
-                None => return Err(not_found(format!("Consumer group {group_id} not found."))),
+                None => return Err(unknown_after_restart(group_id, &r.member_id)),
             }
         };
         let mut g = cell.lock().await;
@@ -94,10 +107,13 @@ impl Coordinator {
             return Err(code(E::CoordinatorNotAvailable.code()));
         }
         if g.consumer.is_none() {
-            if !g.members.is_empty() || r.member_epoch != 0 {
+            if !g.members.is_empty() {
                 return Err(not_found(format!(
                     "Group {group_id} is not a consumer group."
                 )));
+            }
+            if r.member_epoch != 0 {
+                return Err(unknown_after_restart(group_id, &r.member_id));
             }
             info!(group = %group_id, "empty classic group becomes a consumer group");
             g.consumer = Some(ConsumerSide::default());
