@@ -263,6 +263,22 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             built::<_, DescribeGroupsResponse>(r)
         }
         ApiKey::ListGroups => built::<_, ListGroupsResponse>(ListGroupsRequest::default()),
+        ApiKey::ConsumerGroupHeartbeat => {
+            // A join (epoch 0) of a KIP-848 consumer group; v1 needs the member id.
+            let mut r = ConsumerGroupHeartbeatRequest::default();
+            r.group_id = group(&format!("matrix-cg-{v}"));
+            r.member_id = s(&format!("matrix-member-{v}"));
+            r.member_epoch = 0;
+            r.rebalance_timeout_ms = 30_000;
+            r.subscribed_topic_names = Some(vec![topic_name(TOPIC)]);
+            r.topic_partitions = Some(vec![]);
+            built::<_, ConsumerGroupHeartbeatResponse>(r)
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let mut r = ConsumerGroupDescribeRequest::default();
+            r.group_ids = vec![group("matrix-cg-1"), group("matrix-commit")];
+            built::<_, ConsumerGroupDescribeResponse>(r)
+        }
         ApiKey::ApiVersions => {
             let mut r = ApiVersionsRequest::default();
             if v >= 3 {

@@ -1,6 +1,7 @@
 //! DescribeGroups (key 15), versions 0-6: state, protocol and members of classic groups.
 //! Member metadata and assignments are given in the Stable state only, as Kafka does. An
-//! unknown group is reported Dead (v0-5) or GROUP_ID_NOT_FOUND (v6+).
+//! unknown group is reported Dead (v0-5) or GROUP_ID_NOT_FOUND (v6+); so is a consumer-protocol
+//! group ("is not a classic group").
 
 use std::sync::Arc;
 
@@ -53,6 +54,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     .collect();
                 if v >= 3 && req.include_authorized_operations {
                     g.authorized_operations = GROUP_OPERATIONS;
+                }
+            }
+            // A consumer-protocol group, as Kafka answers it: Dead, and from v6 the error.
+            Err(code) if code == ResponseError::GroupIdNotFound.code() => {
+                g.group_state = sb("Dead".to_string());
+                if v >= 6 {
+                    g.error_code = code;
+                    g.error_message = Some(sb(format!(
+                        "Group {} is not a classic group.",
+                        id.0.as_str()
+                    )));
                 }
             }
             Err(code) => g.error_code = code,

@@ -1,6 +1,6 @@
 //! ListGroups (key 16), versions 0-5: every group but Dead ones; v4+ filter by state
-//! (case-insensitive) and report it; v5+ filter by type and report it (all groups here are
-//! "classic").
+//! (case-insensitive) and report it; v5+ filter by type ("classic", "consumer") and report it.
+//! A consumer-protocol group's states are Kafka's: Empty, Assigning, Reconciling, Stable.
 
 use std::sync::Arc;
 
@@ -33,21 +33,21 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .map(|s| s.to_ascii_lowercase())
         .collect();
     let mut resp = ListGroupsResponse::default();
-    if !types.is_empty() && !types.iter().any(|t| t == "classic") {
-        return super::respond(&ctx, &resp);
-    }
     for g in b.groups.list().await {
-        if !states.is_empty() && !states.contains(&g.state.name().to_ascii_lowercase()) {
+        if !states.is_empty() && !states.contains(&g.state_name.to_ascii_lowercase()) {
+            continue;
+        }
+        if !types.is_empty() && !types.iter().any(|t| t == g.group_type) {
             continue;
         }
         let mut l = ListedGroup::default();
         l.group_id = GroupId(sb(g.group_id));
         l.protocol_type = sb(g.protocol_type);
         if v >= 4 {
-            l.group_state = sb(g.state.name().to_string());
+            l.group_state = sb(g.state_name.to_string());
         }
         if v >= 5 {
-            l.group_type = sb("classic".to_string());
+            l.group_type = sb(g.group_type.to_string());
         }
         resp.groups.push(l);
     }

@@ -245,7 +245,11 @@ async fn requested(
     by_id: impl Fn(&uuid::Uuid) -> Option<MetadataResponseTopic>,
 ) -> MetadataResponseTopic {
     let nil = uuid::Uuid::nil();
-    let Some(name) = rt.name else {
+    // A topic given by id only: no name, or (as the Java consumer's lookups of a regex
+    // subscription's assigned topics send it) an empty one.
+    let by_id_only = !rt.topic_id.is_nil() && rt.name.as_ref().is_none_or(|n| n.0.is_empty());
+    let name = rt.name.filter(|_| !by_id_only);
+    let Some(name) = name else {
         return by_id(&rt.topic_id).unwrap_or_else(|| {
             error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v)
         });

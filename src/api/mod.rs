@@ -21,6 +21,8 @@ pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod config_changes;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -129,6 +131,8 @@ pub static APIS: &[ApiSpec] = &[
     list_groups::SPEC,
     delete_groups::SPEC,
     offset_delete::SPEC,
+    consumer_group_heartbeat::SPEC,
+    consumer_group_describe::SPEC,
     // Cluster administration.
     describe_log_dirs::SPEC,
     elect_leaders::SPEC,

@@ -92,7 +92,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         });
         match b
             .groups
-            .fetch_offsets(rg.group_id.0.as_str(), topics, stable)
+            .fetch_offsets_as(
+                rg.group_id.0.as_str(),
+                topics,
+                stable,
+                rg.member_id.as_deref(),
+                rg.member_epoch,
+            )
             .await
         {
             Ok(found) => {

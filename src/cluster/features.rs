@@ -5,8 +5,9 @@
 //! `transaction.version` (0-2: the client picks its transaction protocol from the finalized
 //! level, and the coordinator serves each), `metadata.version` only at Kafka 4.4's latest
 //! (4.4-IV2, level 33: Sluice's metadata is not Kafka's log, so there is no older format to
-//! fall back to), and level 0 only of the features whose levels above 0 need what Sluice does
-//! not have yet: KIP-848 consumer groups (`group.version`), share groups (`share.version`),
+//! fall back to), `group.version` 0-1 (level 1: KIP-848 consumer groups, finalized in a new
+//! cluster as Kafka finalizes it), and level 0 only of the features whose levels above 0 need
+//! what Sluice does not have yet: share groups (`share.version`),
 //! Streams groups (`streams.version`), eligible leader replicas (`eligible.leader.replicas.
 //! version`) and a dynamic controller quorum (`kraft.version`).
 //!
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 /// (name, lowest supported level, highest supported level, level finalized in a new cluster)
 pub const FEATURES: &[(&str, i16, i16, i16)] = &[
     ("eligible.leader.replicas.version", 0, 0, 0),
-    ("group.version", 0, 0, 0),
+    ("group.version", 0, 1, 1),
     ("kraft.version", 0, 0, 0),
     (
         "metadata.version",
@@ -141,7 +142,8 @@ mod tests {
         let f = finalized(&BTreeMap::new());
         assert_eq!(f.get("transaction.version"), Some(&2));
         assert_eq!(f.get("metadata.version"), Some(&33));
-        assert_eq!(f.get("group.version"), None);
+        assert_eq!(f.get("group.version"), Some(&1));
+        assert_eq!(f.get("streams.version"), None);
         let mut o = BTreeMap::new();
         o.insert("transaction.version".to_string(), 0);
         assert_eq!(finalized(&o).get("transaction.version"), None);
@@ -174,7 +176,7 @@ mod tests {
         assert!(
             e.ends_with("without setting the upgrade type to either safe or unsafe downgrade.")
         );
-        let e = decide(&cur, &[up("group.version", 1, UPGRADE)], 1).unwrap_err();
+        let e = decide(&cur, &[up("streams.version", 1, UPGRADE)], 1).unwrap_err();
         assert!(e.ends_with("only supports versions 0-0"), "{e}");
         assert!(decide(&cur, &[up("metadata.version", 30, SAFE_DOWNGRADE)], 1).is_err());
         let e = decide(&cur, &[up("transaction.version", -1, SAFE_DOWNGRADE)], 1).unwrap_err();
@@ -191,7 +193,7 @@ mod tests {
                 &cur,
                 &[
                     up("transaction.version", 1, SAFE_DOWNGRADE),
-                    up("group.version", 1, UPGRADE)
+                    up("streams.version", 1, UPGRADE)
                 ],
                 1
             )

@@ -95,6 +95,7 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: u64,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
+    pub group_consumer: GroupConsumerSettings,
     pub offsets_retention_minutes: i64,
     pub offsets_retention_check_interval_ms: u64,
     pub offset_metadata_max_bytes: usize,
@@ -116,6 +117,84 @@ pub struct BrokerConfig {
     /// The settings this configuration was built from, in order (config file, overrides);
     /// dynamic broker configs are laid over them by [`BrokerConfig::with_dynamic`].
     settings: Vec<Setting>,
+}
+
+/// The consumer group protocol's settings (`group.consumer.*`), checked as Kafka's
+/// GroupCoordinatorConfig checks them.
+#[derive(Debug, Clone)]
+pub struct GroupConsumerSettings {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`: names of built-in assignors, the first the default.
+    pub assignors: Vec<String>,
+    pub max_size: usize,
+}
+
+impl GroupConsumerSettings {
+    fn parse(p: &Props) -> Result<GroupConsumerSettings> {
+        let bounded = |key: &str, min_key: &str, max_key: &str| -> Result<i32> {
+            let v: i32 = p.num_at_least(key, 1)?;
+            let min: i32 = p.num_at_least(min_key, 1)?;
+            let max: i32 = p.num_at_least(max_key, 1)?;
+            if min > max {
+                return Err(p.err(min_key, format!("must be less than or equal to {max_key}")));
+            }
+            if v < min {
+                return Err(p.err(key, format!("must be greater than or equal to {min_key}")));
+            }
+            if v > max {
+                return Err(p.err(key, format!("must be less than or equal to {max_key}")));
+            }
+            Ok(v)
+        };
+        let session = bounded(
+            "group.consumer.session.timeout.ms",
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        )?;
+        let heartbeat = bounded(
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        )?;
+        if heartbeat >= session {
+            return Err(p.err(
+                "group.consumer.heartbeat.interval.ms",
+                "must be less than group.consumer.session.timeout.ms",
+            ));
+        }
+        let key = "group.consumer.assignors";
+        let mut assignors = Vec::new();
+        for a in p
+            .get(key)
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            let name = match a {
+                "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+                "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+                other => other,
+            };
+            if !crate::group::consumer::assignor::KNOWN.contains(&name) {
+                return Err(p.err(
+                    key,
+                    format!("unknown assignor {a:?} (uniform and range are served)"),
+                ));
+            }
+            assignors.push(name.to_string());
+        }
+        if assignors.is_empty() {
+            return Err(p.err(key, "must name at least one assignor"));
+        }
+        let max_size: i32 = p.num_at_least("group.consumer.max.size", 1)?;
+        Ok(GroupConsumerSettings {
+            session_timeout_ms: session,
+            heartbeat_interval_ms: heartbeat,
+            assignors,
+            max_size: max_size as usize,
+        })
+    }
 }
 
 /// The transaction coordinator's settings, as Kafka's TransactionConfig.
@@ -459,6 +538,7 @@ impl BrokerConfig {
             group_initial_rebalance_delay_ms: p.num("group.initial.rebalance.delay.ms")?,
             group_min_session_timeout_ms: p.num("group.min.session.timeout.ms")?,
             group_max_session_timeout_ms: p.num("group.max.session.timeout.ms")?,
+            group_consumer: GroupConsumerSettings::parse(&p)?,
             offsets_retention_minutes: p.num_at_least("offsets.retention.minutes", 1)?,
             offsets_retention_check_interval_ms: p
                 .num_at_least("offsets.retention.check.interval.ms", 1)?,

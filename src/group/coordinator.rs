@@ -26,6 +26,7 @@
 //! unloading of partitions as this broker's leaderships move (`group::loader` drives them).
 
 mod admin;
+mod consumer;
 mod membership;
 mod offsets;
 pub mod ownership;
@@ -51,6 +52,7 @@ use crate::group::loader::PartitionLoads;
 use ownership::Ownership;
 
 pub use admin::{Described, DescribedMember, Listed};
+pub use consumer::HeartbeatAnswer;
 pub use membership::{JoinParams, SyncParams};
 pub use offsets::{CommitOffset, CommitParams, FetchedOffset};
 pub use txn::TxnCommitParams;
@@ -65,6 +67,37 @@ pub struct GroupConfig {
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: u64,
     pub offset_metadata_max_bytes: usize,
+    pub consumer: ConsumerConfig,
+}
+
+/// The consumer group protocol's settings (`group.consumer.*`).
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub assignors: Vec<String>,
+    pub max_size: usize,
+}
+
+impl ConsumerConfig {
+    pub fn settings(&self) -> crate::group::consumer::heartbeat::Settings {
+        crate::group::consumer::heartbeat::Settings {
+            assignors: self.assignors.clone(),
+            max_size: self.max_size,
+        }
+    }
+}
+
+impl Default for ConsumerConfig {
+    /// Kafka's defaults.
+    fn default() -> ConsumerConfig {
+        ConsumerConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            assignors: vec!["uniform".to_string(), "range".to_string()],
+            max_size: i32::MAX as usize,
+        }
+    }
 }
 
 impl GroupConfig {
@@ -76,6 +109,12 @@ impl GroupConfig {
             offsets_retention_ms: c.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
             offset_metadata_max_bytes: c.offset_metadata_max_bytes,
+            consumer: ConsumerConfig {
+                session_timeout_ms: c.group_consumer.session_timeout_ms,
+                heartbeat_interval_ms: c.group_consumer.heartbeat_interval_ms,
+                assignors: c.group_consumer.assignors.clone(),
+                max_size: c.group_consumer.max_size,
+            },
         }
     }
 }

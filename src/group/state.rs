@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError as E;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::consumer::ConsumerGroup;
 use super::offset_state::OffsetState;
 use super::records::{GroupValue, MemberValue};
 
@@ -134,6 +135,48 @@ pub struct Group {
     pub next_seq: u64,
     /// Committed offsets, and those of open transactions.
     pub offsets: OffsetState,
+    /// Set when the group uses the consumer group protocol (KIP-848): its members are there,
+    /// `members` above stays empty, and `state` is Stable while it has members, else Empty.
+    pub consumer: Option<ConsumerSide>,
+}
+
+/// A consumer-protocol group: the group's state (pure) and per member the deadlines the
+/// coordinator's timer watches.
+#[derive(Default)]
+pub struct ConsumerSide {
+    pub group: ConsumerGroup,
+    pub timers: HashMap<String, MemberTimer>,
+}
+
+impl ConsumerSide {
+    /// LeaveGroup for a member of a consumer group (Kafka's admin removal of members): by
+    /// instance id (FENCED_INSTANCE_ID if a member id is given and is not the instance's) or
+    /// member id; UNKNOWN_MEMBER_ID if there is none.
+    pub fn remove_by_identity(&mut self, member_id: &str, instance_id: &Option<String>) -> i16 {
+        let id = match instance_id {
+            Some(inst) => match self.group.static_member(inst) {
+                None => return E::UnknownMemberId.code(),
+                Some(m) if !member_id.is_empty() && m.id != member_id => {
+                    return E::FencedInstanceId.code();
+                }
+                Some(m) => m.id.clone(),
+            },
+            None => member_id.to_string(),
+        };
+        if self.group.remove_member(&id).is_none() {
+            return E::UnknownMemberId.code();
+        }
+        self.timers.remove(&id);
+        0
+    }
+}
+
+pub struct MemberTimer {
+    /// Tells a timer task of this member apart from one of an earlier member of the same id.
+    pub seq: u64,
+    pub session_deadline: Instant,
+    /// Set while the member must revoke partitions: it is removed if it has not by then.
+    pub revoke_deadline: Option<Instant>,
 }
 
 impl Group {
@@ -154,6 +197,7 @@ impl Group {
             initial_delay: false,
             next_seq: 0,
             offsets: OffsetState::default(),
+            consumer: None,
         }
     }
 
@@ -306,6 +350,9 @@ impl Group {
     /// Topics the members subscribe to, when the group uses the consumer protocol and its
     /// subscriptions parse (Kafka's `computeSubscribedTopics`); `None` when unknown.
     pub fn subscribed_topics(&self) -> Option<HashSet<String>> {
+        if let Some(c) = &self.consumer {
+            return Some(c.group.subscribed.keys().cloned().collect());
+        }
         if self.protocol_type.as_deref() != Some("consumer") {
             return None;
         }

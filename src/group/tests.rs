@@ -25,6 +25,7 @@ pub(super) fn config(initial_delay_ms: u64) -> GroupConfig {
         offsets_retention_ms: 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: 600_000,
         offset_metadata_max_bytes: 4096,
+        consumer: Default::default(),
     }
 }
 

@@ -32,6 +32,10 @@ pub struct Listed {
     pub group_id: String,
     pub protocol_type: String,
     pub state: State,
+    /// "classic" or "consumer".
+    pub group_type: &'static str,
+    /// The state as Kafka names it for this type of group.
+    pub state_name: &'static str,
 }
 
 impl Coordinator {
@@ -41,6 +45,9 @@ impl Coordinator {
             return Ok(None);
         };
         let g = cell.lock().await;
+        if g.consumer.is_some() {
+            return Err(E::GroupIdNotFound.code());
+        }
         let stable = g.state == State::Stable;
         let protocol = if stable {
             g.protocol.clone().unwrap_or_default()
@@ -82,10 +89,16 @@ impl Coordinator {
             if g.state == State::Dead {
                 continue;
             }
+            let (group_type, state_name) = match &g.consumer {
+                Some(c) => ("consumer", c.group.state().name()),
+                None => ("classic", g.state.name()),
+            };
             out.push(Listed {
                 group_id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
                 state: g.state,
+                group_type,
+                state_name,
             });
         }
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));

@@ -80,9 +80,23 @@ impl Coordinator {
         };
         let reply = {
             let mut g = cell.lock().await;
+            if g.consumer
+                .as_ref()
+                .is_some_and(|c| c.group.members.is_empty())
+            {
+                info!(group = %g.id, "empty consumer group becomes a classic group");
+                g.consumer = None;
+                g.protocol_type = None;
+            }
             if g.state == State::Dead {
                 Reply::Now(JoinResult::error(
                     E::CoordinatorNotAvailable.code(),
+                    &p.member_id,
+                ))
+            } else if g.consumer.is_some() {
+                // Classic members in a consumer group (KIP-848 migration) are not served.
+                Reply::Now(JoinResult::error(
+                    E::InconsistentGroupProtocol.code(),
                     &p.member_id,
                 ))
             } else if p.member_id.is_empty() {
@@ -710,6 +724,14 @@ impl Coordinator {
         let mut g = cell.lock().await;
         if g.state == State::Dead {
             return (E::CoordinatorNotAvailable.code(), vec![0; leaving.len()]);
+        }
+        if let Some(c) = g.consumer.as_mut() {
+            let errors = leaving
+                .iter()
+                .map(|(member_id, instance_id)| c.remove_by_identity(member_id, instance_id))
+                .collect();
+            super::consumer::sync_state(&mut g);
+            return (0, errors);
         }
         let mut errors = Vec::new();
         for (member_id, instance_id) in leaving {

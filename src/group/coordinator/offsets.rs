@@ -115,7 +115,18 @@ impl Coordinator {
         if g.state == State::Dead {
             return Err(E::CoordinatorNotAvailable.code());
         }
-        g.validate_offset_commit(&p.member_id, p.instance_id.as_deref(), p.generation, false)?;
+        match &g.consumer {
+            Some(c) => {
+                c.group
+                    .validate_offset_commit(&p.member_id, p.generation, false, p.version)?
+            }
+            None => g.validate_offset_commit(
+                &p.member_id,
+                p.instance_id.as_deref(),
+                p.generation,
+                false,
+            )?,
+        }
         if let Some(m) = g.members.get_mut(&p.member_id) {
             m.deadline = Instant::now() + session(m);
         }
@@ -145,6 +156,20 @@ impl Coordinator {
         topics: Option<Vec<(String, Vec<i32>)>>,
         require_stable: bool,
     ) -> Result<Vec<(String, Vec<FetchedOffset>)>, i16> {
+        self.fetch_offsets_as(group_id, topics, require_stable, None, -1)
+            .await
+    }
+
+    /// [`Coordinator::fetch_offsets`] by a member of a consumer-protocol group (OffsetFetch
+    /// v9+: member id and epoch; UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+    pub async fn fetch_offsets_as(
+        &self,
+        group_id: &str,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<Vec<(String, Vec<FetchedOffset>)>, i16> {
         let cell = self.get(group_id)?;
         let g = match &cell {
             Some(c) => Some(c.lock().await),
@@ -152,6 +177,9 @@ impl Coordinator {
         };
         if g.as_ref().is_some_and(|g| g.state == State::Dead) {
             return Err(E::GroupIdNotFound.code());
+        }
+        if let Some(c) = g.as_ref().and_then(|g| g.consumer.as_ref()) {
+            c.group.validate_offset_fetch(member_id, member_epoch)?;
         }
         let lookup = |t: &str, p: i32| {
             let tp = (t.to_string(), p);

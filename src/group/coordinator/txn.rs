@@ -40,7 +40,17 @@ impl Coordinator {
         if g.state == State::Dead {
             return Err(E::CoordinatorNotAvailable.code());
         }
-        g.validate_offset_commit(&p.member_id, p.instance_id.as_deref(), p.generation, true)?;
+        match &g.consumer {
+            Some(c) => c
+                .group
+                .validate_offset_commit(&p.member_id, p.generation, true, 9)?,
+            None => g.validate_offset_commit(
+                &p.member_id,
+                p.instance_id.as_deref(),
+                p.generation,
+                true,
+            )?,
+        }
         let (codes, records, accepted) =
             offset_records(&g.id, p.offsets, self.cfg.offset_metadata_max_bytes);
         if records.is_empty() {

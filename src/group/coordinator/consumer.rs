@@ -1,0 +1,273 @@
+//! The consumer group protocol's shell (KIP-848): ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe on a group's lock, the session and revocation timers. The decisions
+//! are `group::consumer`'s.
+//!
+//! A group is created by a join (member epoch 0); an empty classic group (offsets only, or
+//! left by its last member) becomes a consumer group at a join, and an empty consumer group
+//! becomes classic at a JoinGroup. Each member has one timer task: it removes the member when
+//! its session (`group.consumer.session.timeout.ms` from its last heartbeat) expires, or when
+//! it still has not revoked partitions its rebalance timeout after it was asked to.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+use tracing::info;
+
+use kafka_protocol::ResponseError as E;
+
+use super::{Coordinator, GroupCell};
+use crate::broker::now_ms;
+use crate::group::consumer::heartbeat::{self, Error, Outcome, Request};
+use crate::group::consumer::{Assignment, ConsumerGroup, MemberState, Topics};
+use crate::group::state::{ConsumerSide, Group, MemberTimer, State};
+
+/// Numbers the members' timer tasks.
+static TIMER_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// What a ConsumerGroupHeartbeat is answered with (when it is not an error).
+#[derive(Debug, Clone)]
+pub struct HeartbeatAnswer {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    pub assignment: Option<Assignment>,
+}
+
+fn not_found(message: String) -> Error {
+    Error {
+        code: E::GroupIdNotFound.code(),
+        message: Some(message),
+    }
+}
+
+/// A heartbeat (epoch > 0) for a group unknown here or known by its offsets only. The
+/// members are not persisted, so this is also what a broker restart leaves: UNKNOWN_MEMBER_ID
+/// has the member rejoin (Kafka, which replays its members, answers GROUP_ID_NOT_FOUND for a
+/// group that is really gone).
+fn unknown_after_restart(group_id: &str, member_id: &str) -> Error {
+    Error {
+        code: E::UnknownMemberId.code(),
+        message: Some(format!(
+            "Member {member_id} is not a member of group {group_id}."
+        )),
+    }
+}
+
+/// Keeps the classic view (`state`, `protocol_type`) of a consumer group in line with it.
+pub(super) fn sync_state(g: &mut Group) {
+    let Some(c) = &g.consumer else {
+        return;
+    };
+    let want = if c.group.members.is_empty() {
+        State::Empty
+    } else {
+        State::Stable
+    };
+    if g.state != want {
+        g.transition(want, now_ms());
+    }
+}
+
+impl Coordinator {
+    /// The session timeout of a group's members: the broker's
+    /// `group.consumer.session.timeout.ms` (a per-group override would be looked up here).
+    fn consumer_session_ms(&self, _group: &str) -> u64 {
+        self.cfg.consumer.session_timeout_ms as u64
+    }
+
+    /// `group.consumer.heartbeat.interval.ms` (a per-group override would be looked up here).
+    fn consumer_heartbeat_ms(&self, _group: &str) -> i32 {
+        self.cfg.consumer.heartbeat_interval_ms
+    }
+
+    pub async fn consumer_heartbeat(
+        self: &Arc<Self>,
+        group_id: &str,
+        r: Request,
+        topics: &Topics,
+    ) -> Result<HeartbeatAnswer, Error> {
+        let settings = self.cfg.consumer.settings();
+        heartbeat::validate(group_id, &r, &settings)?;
+        let code = |code: i16| Error {
+            code,
+            message: None,
+        };
+        let cell = if r.member_epoch == 0 {
+            self.get_or_create(group_id).map_err(code)?
+        } else {
+            match self.get(group_id).map_err(code)? {
+                Some(c) => c,
+                None => return Err(unknown_after_restart(group_id, &r.member_id)),
+            }
+        };
+        let mut g = cell.lock().await;
+        if g.state == State::Dead {
+            return Err(code(E::CoordinatorNotAvailable.code()));
+        }
+        if g.consumer.is_none() {
+            if !g.members.is_empty() {
+                return Err(not_found(format!(
+                    "Group {group_id} is not a consumer group."
+                )));
+            }
+            if r.member_epoch != 0 {
+                return Err(unknown_after_restart(group_id, &r.member_id));
+            }
+            info!(group = %group_id, "empty classic group becomes a consumer group");
+            g.consumer = Some(ConsumerSide::default());
+            g.protocol_type = Some("consumer".to_string());
+            g.protocol = None;
+            g.leader = None;
+        }
+        let gid = g.id.clone();
+        let side = g.consumer.as_mut().expect("set above");
+        let out = heartbeat::heartbeat(&gid, &mut side.group, &r, topics, &settings, &|| {
+            uuid::Uuid::new_v4().simple().to_string()
+        });
+        let answer = match out {
+            Err(e) => {
+                sync_state(&mut g);
+                return Err(e);
+            }
+            Ok(Outcome::Left { member_id, epoch }) => {
+                if epoch != crate::group::consumer::LEAVE_STATIC_EPOCH {
+                    side.timers.remove(&member_id);
+                    info!(group = %gid, member = %member_id, "member left");
+                }
+                HeartbeatAnswer {
+                    member_id,
+                    member_epoch: epoch,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                }
+            }
+            Ok(Outcome::Member {
+                member_id,
+                epoch,
+                assignment,
+                revoking,
+            }) => {
+                let now = Instant::now();
+                let session = now + Duration::from_millis(self.consumer_session_ms(&gid));
+                let rebalance_ms = side
+                    .group
+                    .members
+                    .get(&member_id)
+                    .map_or(0, |m| m.rebalance_timeout_ms.max(0) as u64);
+                let spawn = match side.timers.get_mut(&member_id) {
+                    Some(t) => {
+                        t.session_deadline = session;
+                        if !revoking {
+                            t.revoke_deadline = None;
+                        } else if t.revoke_deadline.is_none() {
+                            t.revoke_deadline = Some(now + Duration::from_millis(rebalance_ms));
+                        }
+                        None
+                    }
+                    None => {
+                        let seq = TIMER_SEQ.fetch_add(1, Ordering::Relaxed);
+                        side.timers.insert(
+                            member_id.clone(),
+                            MemberTimer {
+                                seq,
+                                session_deadline: session,
+                                revoke_deadline: revoking
+                                    .then(|| now + Duration::from_millis(rebalance_ms)),
+                            },
+                        );
+                        Some(seq)
+                    }
+                };
+                if let Some(seq) = spawn {
+                    self.spawn_consumer_timer(&cell, member_id.clone(), seq);
+                }
+                HeartbeatAnswer {
+                    member_id,
+                    member_epoch: epoch,
+                    heartbeat_interval_ms: self.consumer_heartbeat_ms(&gid),
+                    assignment,
+                }
+            }
+        };
+        sync_state(&mut g);
+        Ok(answer)
+    }
+
+    fn spawn_consumer_timer(self: &Arc<Self>, cell: &Arc<GroupCell>, id: String, seq: u64) {
+        let cell = cell.clone();
+        tokio::spawn(async move {
+            loop {
+                let deadline = {
+                    let g = cell.lock().await;
+                    let Some(t) = g
+                        .consumer
+                        .as_ref()
+                        .and_then(|c| c.timers.get(&id))
+                        .filter(|t| t.seq == seq)
+                    else {
+                        return;
+                    };
+                    t.revoke_deadline
+                        .map_or(t.session_deadline, |r| r.min(t.session_deadline))
+                };
+                sleep_until(deadline).await;
+                let mut g = cell.lock().await;
+                let now = Instant::now();
+                let gid = g.id.clone();
+                let Some(side) = g.consumer.as_mut() else {
+                    return;
+                };
+                let Some(t) = side.timers.get(&id).filter(|t| t.seq == seq) else {
+                    return;
+                };
+                let expired = now >= t.session_deadline;
+                let unrevoked = t.revoke_deadline.is_some_and(|r| now >= r)
+                    && side
+                        .group
+                        .members
+                        .get(&id)
+                        .is_some_and(|m| m.state == MemberState::UnrevokedPartitions);
+                if !expired && !unrevoked {
+                    if let Some(t) = side.timers.get_mut(&id)
+                        && t.revoke_deadline.is_some_and(|r| now >= r)
+                    {
+                        t.revoke_deadline = None;
+                    }
+                    continue;
+                }
+                side.timers.remove(&id);
+                side.group.remove_member(&id);
+                let why = if expired {
+                    "session timed out"
+                } else {
+                    "did not revoke its partitions within its rebalance timeout"
+                };
+                info!(group = %gid, member = %id, "{why}: member removed");
+                sync_state(&mut g);
+                return;
+            }
+        });
+    }
+
+    /// ConsumerGroupDescribe of one group: its state, or GROUP_ID_NOT_FOUND with Kafka's
+    /// message.
+    pub async fn consumer_describe(&self, group_id: &str) -> Result<ConsumerGroup, Error> {
+        let code = |code: i16| Error {
+            code,
+            message: None,
+        };
+        let Some(cell) = self.get(group_id).map_err(code)? else {
+            return Err(not_found(format!("Group {group_id} not found.")));
+        };
+        let g = cell.lock().await;
+        match &g.consumer {
+            Some(c) if g.state != State::Dead => Ok(c.group.clone()),
+            Some(_) => Err(not_found(format!("Group {group_id} not found."))),
+            None => Err(not_found(format!(
+                "Group {group_id} is not a consumer group."
+            ))),
+        }
+    }
+}
