@@ -14,6 +14,7 @@ pub mod group;
 pub mod log;
 pub mod net;
 pub mod producer;
+pub mod share;
 pub mod txn;
 
 #[global_allocator]

@@ -8,6 +8,9 @@
 //! finalized at 2, as on Kafka 4.4 (EndTxn v5, the epoch bump per transaction, partitions
 //! added by the produce itself: KIP-890 part 2). A supported range starting at 0 is only
 //! listed from v4 (KIP-1022: older clients cannot parse it), as Kafka lists it.
+//! `share.version` is finalized at 1 (share groups on, KIP-932); Kafka 4.4 finalizes 2, whose
+//! additions (ShareFetch/ShareAcknowledge v2, the renew acknowledgement) kafka-protocol 0.18
+//! cannot decode.
 
 use std::sync::Arc;
 
@@ -46,7 +49,7 @@ fn api_list() -> Vec<ApiVersion> {
 }
 
 /// The features served: (name, lowest supported, highest supported = finalized level).
-pub const FEATURES: &[(&str, i16, i16)] = &[("transaction.version", 0, 2)];
+pub const FEATURES: &[(&str, i16, i16)] = &[("share.version", 0, 1), ("transaction.version", 0, 2)];
 
 fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
     if version < 3 {

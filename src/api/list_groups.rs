@@ -1,6 +1,6 @@
 //! ListGroups (key 16), versions 0-5: every group but Dead ones; v4+ filter by state
-//! (case-insensitive) and report it; v5+ filter by type and report it (all groups here are
-//! "classic").
+//! (case-insensitive) and report it; v5+ filter by type and report it: "classic", or
+//! "share" for share groups (KIP-932; protocol type "share", state Empty or Stable).
 
 use std::sync::Arc;
 
@@ -33,10 +33,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .map(|s| s.to_ascii_lowercase())
         .collect();
     let mut resp = ListGroupsResponse::default();
-    if !types.is_empty() && !types.iter().any(|t| t == "classic") {
-        return super::respond(&ctx, &resp);
-    }
-    for g in b.groups.list().await {
+    let wants = |t: &str| types.is_empty() || types.iter().any(|x| x == t);
+    let classic = if wants("classic") {
+        b.groups.list().await
+    } else {
+        Vec::new()
+    };
+    for g in classic {
         if !states.is_empty() && !states.contains(&g.state.name().to_ascii_lowercase()) {
             continue;
         }
@@ -48,6 +51,26 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
         if v >= 5 {
             l.group_type = sb("classic".to_string());
+        }
+        resp.groups.push(l);
+    }
+    let share = if wants("share") {
+        b.share.list()
+    } else {
+        Vec::new()
+    };
+    for (id, state) in share {
+        if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
+            continue;
+        }
+        let mut l = ListedGroup::default();
+        l.group_id = GroupId(sb(id));
+        l.protocol_type = sb("share".to_string());
+        if v >= 4 {
+            l.group_state = sb(state.to_string());
+        }
+        if v >= 5 {
+            l.group_type = sb("share".to_string());
         }
         resp.groups.push(l);
     }

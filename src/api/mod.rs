@@ -45,6 +45,10 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod share_acknowledge;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod wire;
 pub mod write_txn_markers;
 
@@ -139,6 +143,11 @@ pub static APIS: &[ApiSpec] = &[
     txn_offset_commit::SPEC,
     describe_transactions::SPEC,
     list_transactions::SPEC,
+    // Share groups (KIP-932).
+    share_group_heartbeat::SPEC,
+    share_group_describe::SPEC,
+    share_fetch::SPEC,
+    share_acknowledge::SPEC,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
