@@ -539,6 +539,24 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.share_session_epoch = 1;
             built::<_, ShareAcknowledgeResponse>(r)
         }
+        ApiKey::DescribeShareGroupOffsets => {
+            let mut g =
+                kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
+            g.group_id = group("matrix-share");
+            let mut r = DescribeShareGroupOffsetsRequest::default();
+            r.groups = vec![g];
+            built::<_, DescribeShareGroupOffsetsResponse>(r)
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            let mut r = AlterShareGroupOffsetsRequest::default();
+            r.group_id = group("matrix-share-none");
+            built::<_, AlterShareGroupOffsetsResponse>(r)
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            let mut r = DeleteShareGroupOffsetsRequest::default();
+            r.group_id = group("matrix-share-none");
+            built::<_, DeleteShareGroupOffsetsResponse>(r)
+        }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \
              add one to build()"

@@ -248,6 +248,26 @@ public class ShareSuite {
         }
     }
 
+    /** Joins, accepts records until one reached it (warm-ups produced meanwhile), leaves. */
+    static void drain(String topic, String group) throws Exception {
+        createTopic(topic);
+        AtomicBoolean got = new AtomicBoolean();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            warmUp(topic, got);
+            while (!got.get()) {
+                deadline(start, "nothing reached the consumer");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    got.set(true);
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        System.out.println("OK drained");
+    }
+
     /** A consumer killed -9 holding records: another gets them once their locks expire. */
     static void kill9(String topic, String classpath) throws Exception {
         createTopic(topic);
@@ -293,6 +313,7 @@ public class ShareSuite {
             case "delivery-limit" -> deliveryLimit("sg-limit-" + tag, Integer.parseInt(args[2]));
             case "kill9" -> kill9("sg-kill9-" + tag, System.getProperty("java.class.path"));
             case "hold" -> hold(args[2], args[3]);
+            case "drain" -> drain(args[2], args[3]);
             default -> fail("unknown scenario " + scenario);
         }
         System.out.flush();

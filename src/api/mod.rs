@@ -49,6 +49,7 @@ pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
+pub mod share_group_offsets;
 pub mod wire;
 pub mod write_txn_markers;
 
@@ -148,6 +149,9 @@ pub static APIS: &[ApiSpec] = &[
     share_group_describe::SPEC,
     share_fetch::SPEC,
     share_acknowledge::SPEC,
+    share_group_offsets::DESCRIBE,
+    share_group_offsets::ALTER,
+    share_group_offsets::DELETE,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {

@@ -378,6 +378,59 @@ impl Coordinator {
             .map(|sp| (sp.start_offset(), sp.in_flight()))
     }
 
+    /// DeleteGroups of a share group: None when `group_id` is no share group here;
+    /// NON_EMPTY_GROUP while it has members; otherwise it goes with its share partitions.
+    pub fn delete_group(&self, group_id: &str) -> Option<i16> {
+        let mut inner = self.inner.lock().unwrap();
+        let g = inner.groups.get(group_id)?;
+        if !g.members.is_empty() {
+            return Some(kafka_protocol::ResponseError::NonEmptyGroup.code());
+        }
+        inner.groups.remove(group_id);
+        inner.partitions.retain(|(g, _, _), _| g != group_id);
+        inner.member_keys.retain(|(g, _), _| g != group_id);
+        Some(0)
+    }
+
+    /// Every share partition of `group_id` with its SPSO, sorted; None for no share group.
+    pub fn start_offsets(&self, group_id: &str) -> Option<Vec<(Uuid, i32, i64)>> {
+        let inner = self.inner.lock().unwrap();
+        inner.groups.get(group_id)?;
+        let mut out: Vec<(Uuid, i32, i64)> = inner
+            .partitions
+            .iter()
+            .filter(|((g, _, _), _)| g == group_id)
+            .map(|((_, t, p), sp)| (*t, *p, sp.start_offset()))
+            .collect();
+        out.sort();
+        Some(out)
+    }
+
+    /// AlterShareGroupOffsets / DeleteShareGroupOffsets of one partition of an empty share
+    /// group: the share partition starts again at `start` (Some), or is forgotten (None:
+    /// the next fetch starts it at `share.auto.offset.reset`). GROUP_ID_NOT_FOUND for no
+    /// share group, NON_EMPTY_GROUP while it has members.
+    pub fn reset(&self, group_id: &str, tp: TopicPartition, start: Option<i64>) -> i16 {
+        let mut inner = self.inner.lock().unwrap();
+        match inner.groups.get(group_id) {
+            None => return kafka_protocol::ResponseError::GroupIdNotFound.code(),
+            Some(g) if !g.members.is_empty() => {
+                return kafka_protocol::ResponseError::NonEmptyGroup.code();
+            }
+            Some(_) => {}
+        }
+        let key = (group_id.to_string(), tp.0, tp.1);
+        match start {
+            Some(o) => {
+                inner.partitions.insert(key, SharePartition::new(o));
+            }
+            None => {
+                inner.partitions.remove(&key);
+            }
+        }
+        0
+    }
+
     /// Member sessions and acquisition locks, checked every 100 ms: expired members leave
     /// their groups (and release what they hold); expired locks make records acquirable.
     pub fn start(self: &Arc<Self>) {
