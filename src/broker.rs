@@ -41,6 +41,8 @@ impl Broker {
         let group_config = GroupConfig::from_broker(&config);
         let txn_config = crate::txn::TxnConfig::from_broker(&config);
         let share_config = crate::share::ShareConfig::from_broker(&config)?;
+        let share =
+            crate::share::Coordinator::open(share_config, Some(config.log_dirs[0].clone()))?;
         let clustered = config.cluster.is_some();
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
@@ -55,7 +57,7 @@ impl Broker {
                     Coordinator::new(group_config, log)
                 },
                 txns: crate::txn::for_broker(txn_config, me.clone()),
-                share: crate::share::Coordinator::new(share_config),
+                share,
                 peers: Default::default(),
                 cluster: OnceLock::new(),
             }

@@ -268,6 +268,58 @@ public class ShareSuite {
         System.out.println("OK drained");
     }
 
+    /** Before a restart: everything produced is accepted (warm-ups, then n records). */
+    static void beforeRestart(String topic, String group, int n) throws Exception {
+        createTopic(topic);
+        AtomicBoolean warm = new AtomicBoolean();
+        Set<String> got = new HashSet<>();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            Thread warming = warmUp(topic, warm);
+            boolean produced = false;
+            while (got.size() < n) {
+                deadline(start, got.size() + " of " + n + " records before the restart");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (r.key().equals("warm")) warm.set(true);
+                    else got.add(r.value());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+                if (warm.get() && !produced) {
+                    warming.join();
+                    List<String> values = new ArrayList<>();
+                    for (int i = 0; i < n; i++) values.add("r-" + i);
+                    produce(topic, values);
+                    produced = true;
+                }
+            }
+        }
+        System.out.println("OK accepted " + n);
+    }
+
+    /** After a restart: m new records come, none of those accepted before. */
+    static void afterRestart(String topic, String group, int m) throws Exception {
+        List<String> values = new ArrayList<>();
+        for (int i = 0; i < m; i++) values.add("s-" + i);
+        produce(topic, values);
+        Set<String> got = new HashSet<>();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            while (got.size() < m) {
+                deadline(start, got.size() + " of " + m + " records after the restart");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (!r.value().startsWith("s-")) fail(r.value() + " at offset " + r.offset() + " was accepted before the restart and came again");
+                    got.add(r.value());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        System.out.println("OK " + m + " new records after the restart, none accepted before it");
+    }
+
     /** A consumer killed -9 holding records: another gets them once their locks expire. */
     static void kill9(String topic, String classpath) throws Exception {
         createTopic(topic);
@@ -314,6 +366,8 @@ public class ShareSuite {
             case "kill9" -> kill9("sg-kill9-" + tag, System.getProperty("java.class.path"));
             case "hold" -> hold(args[2], args[3]);
             case "drain" -> drain(args[2], args[3]);
+            case "before-restart" -> beforeRestart(args[2], args[3], Integer.parseInt(args[4]));
+            case "after-restart" -> afterRestart(args[2], args[3], Integer.parseInt(args[4]));
             default -> fail("unknown scenario " + scenario);
         }
         System.out.flush();

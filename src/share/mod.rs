@@ -8,20 +8,24 @@
 //! (share session epochs). [`Coordinator`] owns them all behind one lock and runs the timers
 //! (member sessions, acquisition locks); the log reads are in `fetch.rs`.
 //!
-//! The state lives in memory only: a restart forgets share groups (their members rejoin) and
-//! every share partition's progress, which then starts again from `share.auto.offset.reset`
-//! (latest): records delivered but not acknowledged before the restart are not redelivered,
-//! and records appended while the broker was down are skipped. Kafka keeps this state in
-//! `__share_group_state` through its share coordinator, which Sluice does not serve (the
-//! share-state APIs 83-87 are not advertised).
+//! What survives a restart is each share partition's start offset (`store.rs`, a local file
+//! written within 100 ms of a change and at shutdown): the records from there on are delivered
+//! again, with delivery counts starting over. Members, epochs and the in-flight records are
+//! not kept (members rejoin). Kafka keeps the whole state in `__share_group_state` through
+//! its share coordinator, which Sluice does not serve (the share-state APIs 83-87 are not
+//! advertised); in a cluster the file is the partition leader's own, so a new leader does not
+//! know it.
 
 pub mod assignor;
 pub mod fetch;
 pub mod group;
 pub mod partition;
 pub mod session;
+pub mod store;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -176,18 +180,62 @@ pub struct Coordinator {
     /// Share fetches waiting for records to become acquirable without an append (released,
     /// lock expired, member gone).
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Where `store` keeps the start offsets (None: nowhere, for tests).
+    dir: Option<PathBuf>,
+    /// A start offset may have changed since the last write.
+    dirty: AtomicBool,
 }
 
 /// A share group as ShareGroupDescribe shows it.
 pub type Described = ShareGroup;
 
 impl Coordinator {
-    pub fn new(cfg: ShareConfig) -> Arc<Coordinator> {
-        Arc::new(Coordinator {
+    /// The coordinator, with the start offsets `dir` kept (a damaged file stops start-up).
+    pub fn open(cfg: ShareConfig, dir: Option<PathBuf>) -> Result<Arc<Coordinator>> {
+        let mut inner = Inner::default();
+        if let Some(d) = &dir {
+            for (group, topic, partition, start) in store::read(d)? {
+                inner.groups.entry(group.clone()).or_default();
+                inner
+                    .partitions
+                    .insert((group, topic, partition), SharePartition::new(start));
+            }
+        }
+        Ok(Arc::new(Coordinator {
             cfg,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(inner),
             waiters: Mutex::new(Vec::new()),
-        })
+            dir,
+            dirty: AtomicBool::new(false),
+        }))
+    }
+
+    fn touched(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes the start offsets if they may have changed since the last write.
+    pub fn flush(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut entries: Vec<store::Entry> = {
+            let inner = self.inner.lock().unwrap();
+            inner
+                .partitions
+                .iter()
+                .map(|((g, t, p), sp)| (g.clone(), *t, *p, sp.start_offset()))
+                .collect()
+        };
+        entries.sort();
+        let r = store::write(dir, &entries);
+        if r.is_err() {
+            self.touched();
+        }
+        r
     }
 
     pub fn config(&self) -> &ShareConfig {
@@ -291,6 +339,7 @@ impl Coordinator {
         let mut inner = self.inner.lock().unwrap();
         let key = inner.member_key(group, member);
         if inner.release(group, key, &self.cfg.limits()) {
+            self.touched();
             self.wake();
         }
     }
@@ -319,6 +368,7 @@ impl Coordinator {
             }
         }
         drop(inner);
+        self.touched();
         if released {
             self.wake();
         }
@@ -337,16 +387,25 @@ impl Coordinator {
     ) -> (Option<i64>, Option<i64>) {
         let limits = self.cfg.limits();
         let mut inner = self.inner.lock().unwrap();
+        let key = (group.to_string(), tp.0, tp.1);
+        if !inner.partitions.contains_key(&key) {
+            self.touched();
+        }
         let sp = inner
             .partitions
-            .entry((group.to_string(), tp.0, tp.1))
+            .entry(key)
             .or_insert_with(|| SharePartition::new(high_watermark));
+        let before = sp.start_offset();
         sp.skip_to(log_start);
         sp.expire(now_ms(), &limits);
-        (
+        let out = (
             sp.next_acquirable(high_watermark, &limits),
             sp.next_deadline(),
-        )
+        );
+        if sp.start_offset() != before {
+            self.touched();
+        }
+        out
     }
 
     /// Acquires for `member` what is acquirable among `[from, to)` (the offsets a log read
@@ -388,6 +447,7 @@ impl Coordinator {
         }
         inner.groups.remove(group_id);
         inner.partitions.retain(|(g, _, _), _| g != group_id);
+        self.touched();
         inner.member_keys.retain(|(g, _), _| g != group_id);
         Some(0)
     }
@@ -420,6 +480,7 @@ impl Coordinator {
             Some(_) => {}
         }
         let key = (group_id.to_string(), tp.0, tp.1);
+        self.touched();
         match start {
             Some(o) => {
                 inner.partitions.insert(key, SharePartition::new(o));
@@ -440,7 +501,16 @@ impl Coordinator {
             loop {
                 tick.tick().await;
                 if me.expire(now_ms()) {
+                    me.touched();
                     me.wake();
+                }
+                if me.dirty.load(Ordering::Acquire) {
+                    let m = me.clone();
+                    match tokio::task::spawn_blocking(move || m.flush()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::error!("share state not written: {e:#}"),
+                        Err(e) => tracing::error!("share state not written: {e}"),
+                    }
                 }
             }
         });
