@@ -224,10 +224,13 @@ impl SharePartition {
         types: &[i8],
         limits: &Limits,
     ) -> Result<(), AckError> {
-        if last < first || types.is_empty() {
+        let Some(n) = last
+            .checked_sub(first)
+            .and_then(|d| d.checked_add(1))
+            .filter(|n| *n > 0 && !types.is_empty())
+        else {
             return Err(AckError::InvalidRequest);
-        }
-        let n = last - first + 1;
+        };
         if types.len() != 1 && types.len() as i64 != n {
             return Err(AckError::InvalidRequest);
         }
@@ -391,6 +394,14 @@ mod tests {
         );
         assert_eq!(
             sp.acknowledge(1, 0, 5, &[ACCEPT], &L),
+            Err(AckError::InvalidRecordState)
+        );
+        assert_eq!(
+            sp.acknowledge(1, i64::MIN, i64::MAX, &[ACCEPT], &L),
+            Err(AckError::InvalidRequest)
+        );
+        assert_eq!(
+            sp.acknowledge(1, -5, 1, &[ACCEPT], &L),
             Err(AckError::InvalidRecordState)
         );
         assert_eq!(sp.in_flight(), 3);
