@@ -23,6 +23,8 @@ pub struct Broker {
     pub groups: Arc<Coordinator>,
     /// The transaction coordinator; it persists through `__transaction_state`.
     pub txns: Arc<crate::txn::Coordinator>,
+    /// Share groups and share partitions (in memory only, see `share`).
+    pub share: Arc<crate::share::Coordinator>,
     /// Connections to the other brokers for the transaction coordinator's requests.
     pub peers: crate::txn::peers::Peers,
     /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
@@ -38,6 +40,9 @@ impl Broker {
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let group_config = GroupConfig::from_broker(&config);
         let txn_config = crate::txn::TxnConfig::from_broker(&config);
+        let share_config = crate::share::ShareConfig::from_broker(&config)?;
+        let share =
+            crate::share::Coordinator::open(share_config, Some(config.log_dirs[0].clone()))?;
         let clustered = config.cluster.is_some();
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
@@ -52,6 +57,7 @@ impl Broker {
                     Coordinator::new(group_config, log)
                 },
                 txns: crate::txn::for_broker(txn_config, me.clone()),
+                share,
                 peers: Default::default(),
                 cluster: OnceLock::new(),
             }
@@ -95,6 +101,7 @@ impl Broker {
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
         self.txns.start();
+        self.share.start();
         let cp = &self.controller.checkpoints;
         self.spawn_periodic(cp.high_watermark_interval_ms, |b| {
             let _ = b

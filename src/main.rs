@@ -197,6 +197,10 @@ async fn run(config: BrokerConfig) -> i32 {
         c.stop().await;
     }
     let b = broker.clone();
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || b.share.flush()).await {
+        error!("shutdown: share state not written: {e:#}");
+    }
+    let b = broker.clone();
     match tokio::task::spawn_blocking(move || b.controller.shutdown()).await {
         Ok(Ok(())) => {
             info!("shut down cleanly");

@@ -536,6 +536,63 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.topics = vec![t];
             built::<_, TxnOffsetCommitResponse>(r)
         }
+        ApiKey::ShareGroupHeartbeat => {
+            let mut r = ShareGroupHeartbeatRequest::default();
+            r.group_id = group("matrix-share");
+            r.member_id = s("matrix-share-member");
+            r.member_epoch = 0;
+            r.subscribed_topic_names = Some(vec![topic_name(TOPIC)]);
+            built::<_, ShareGroupHeartbeatResponse>(r)
+        }
+        ApiKey::ShareGroupDescribe => {
+            let mut r = ShareGroupDescribeRequest::default();
+            r.group_ids = vec![group("matrix-share"), group("matrix-share-none")];
+            built::<_, ShareGroupDescribeResponse>(r)
+        }
+        ApiKey::ShareFetch => {
+            let mut p = kafka_protocol::messages::share_fetch_request::FetchPartition::default();
+            p.partition_index = 0;
+            p.partition_max_bytes = 1 << 20;
+            let mut t = kafka_protocol::messages::share_fetch_request::FetchTopic::default();
+            t.topic_id = fx.topic_id;
+            t.partitions = vec![p];
+            let mut r = ShareFetchRequest::default();
+            r.group_id = Some(group("matrix-share"));
+            r.member_id = Some(s("matrix-share-member"));
+            r.share_session_epoch = 0;
+            r.max_wait_ms = 0;
+            r.max_bytes = 1 << 20;
+            r.max_records = 10;
+            r.topics = vec![t];
+            built::<_, ShareFetchResponse>(r)
+        }
+        ApiKey::ShareAcknowledge => {
+            // Epoch 1 after the ShareFetch above opened the session (or
+            // SHARE_SESSION_NOT_FOUND): an answer either way.
+            let mut r = ShareAcknowledgeRequest::default();
+            r.group_id = Some(group("matrix-share"));
+            r.member_id = Some(s("matrix-share-member"));
+            r.share_session_epoch = 1;
+            built::<_, ShareAcknowledgeResponse>(r)
+        }
+        ApiKey::DescribeShareGroupOffsets => {
+            let mut g =
+                kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default();
+            g.group_id = group("matrix-share");
+            let mut r = DescribeShareGroupOffsetsRequest::default();
+            r.groups = vec![g];
+            built::<_, DescribeShareGroupOffsetsResponse>(r)
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            let mut r = AlterShareGroupOffsetsRequest::default();
+            r.group_id = group("matrix-share-none");
+            built::<_, AlterShareGroupOffsetsResponse>(r)
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            let mut r = DeleteShareGroupOffsetsRequest::default();
+            r.group_id = group("matrix-share-none");
+            built::<_, DeleteShareGroupOffsetsResponse>(r)
+        }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \
              add one to build()"

@@ -8,7 +8,9 @@
 //! feature Kafka 4.4 knows and the finalized ones (a new cluster's, as Kafka 4.4 finalizes
 //! them where Sluice supports them, e.g. `transaction.version` 2: EndTxn v5, the epoch bump
 //! per transaction, partitions added by the produce itself, KIP-890 part 2; changed by
-//! UpdateFeatures). A supported range starting at 0 is only listed from v4 (KIP-1022: older
+//! UpdateFeatures; `share.version` 1: share groups, KIP-932, where Kafka 4.4 finalizes 2, whose
+//! additions (ShareFetch/ShareAcknowledge v2, the renew acknowledgement) kafka-protocol 0.18
+//! cannot decode). A supported range starting at 0 is only listed from v4 (KIP-1022: older
 //! clients cannot parse it), as Kafka lists it.
 
 use std::sync::Arc;

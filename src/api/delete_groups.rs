@@ -1,5 +1,6 @@
 //! DeleteGroups (key 42), versions 0-2: deletes empty groups with their offsets
-//! (GROUP_ID_NOT_FOUND for unknown groups, NON_EMPTY_GROUP for groups with members).
+//! (GROUP_ID_NOT_FOUND for unknown groups, NON_EMPTY_GROUP for groups with members); a share
+//! group (KIP-932) goes with its share partitions' state.
 
 use std::sync::Arc;
 
@@ -23,7 +24,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = DeleteGroupsResponse::default();
     for id in req.groups_names {
         let mut r = DeletableGroupResult::default();
-        r.error_code = b.groups.delete_group(id.0.as_str()).await;
+        r.error_code = match b.share.delete_group(id.0.as_str()) {
+            Some(code) => code,
+            None => b.groups.delete_group(id.0.as_str()).await,
+        };
         r.group_id = id;
         resp.results.push(r);
     }

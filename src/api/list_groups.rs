@@ -1,6 +1,7 @@
 //! ListGroups (key 16), versions 0-5: every group but Dead ones; v4+ filter by state
-//! (case-insensitive) and report it; v5+ filter by type ("classic", "consumer") and report it.
-//! A consumer-protocol group's states are Kafka's: Empty, Assigning, Reconciling, Stable.
+//! (case-insensitive) and report it; v5+ filter by type ("classic", "consumer", "share") and
+//! report it. A consumer-protocol group's states are Kafka's: Empty, Assigning, Reconciling,
+//! Stable; a share group (KIP-932; protocol type "share") is Empty or Stable.
 
 use std::sync::Arc;
 
@@ -48,6 +49,27 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
         if v >= 5 {
             l.group_type = sb(g.group_type.to_string());
+        }
+        resp.groups.push(l);
+    }
+    let wants_share = types.is_empty() || types.iter().any(|t| t == "share");
+    let share = if wants_share {
+        b.share.list()
+    } else {
+        Vec::new()
+    };
+    for (id, state) in share {
+        if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
+            continue;
+        }
+        let mut l = ListedGroup::default();
+        l.group_id = GroupId(sb(id));
+        l.protocol_type = sb("share".to_string());
+        if v >= 4 {
+            l.group_state = sb(state.to_string());
+        }
+        if v >= 5 {
+            l.group_type = sb("share".to_string());
         }
         resp.groups.push(l);
     }

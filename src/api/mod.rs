@@ -51,6 +51,11 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod unregister_broker;
 pub mod update_features;
+pub mod share_acknowledge;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
+pub mod share_group_offsets;
 pub mod wire;
 pub mod write_txn_markers;
 
@@ -151,6 +156,14 @@ pub static APIS: &[ApiSpec] = &[
     txn_offset_commit::SPEC,
     describe_transactions::SPEC,
     list_transactions::SPEC,
+    // Share groups (KIP-932).
+    share_group_heartbeat::SPEC,
+    share_group_describe::SPEC,
+    share_fetch::SPEC,
+    share_acknowledge::SPEC,
+    share_group_offsets::DESCRIBE,
+    share_group_offsets::ALTER,
+    share_group_offsets::DELETE,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {

@@ -5,11 +5,12 @@
 //! `transaction.version` (0-2: the client picks its transaction protocol from the finalized
 //! level, and the coordinator serves each), `metadata.version` only at Kafka 4.4's latest
 //! (4.4-IV2, level 33: Sluice's metadata is not Kafka's log, so there is no older format to
-//! fall back to), `group.version` 0-1 (level 1: KIP-848 consumer groups, finalized in a new
-//! cluster as Kafka finalizes it), and level 0 only of the features whose levels above 0 need
-//! what Sluice does not have yet: share groups (`share.version`),
-//! Streams groups (`streams.version`), eligible leader replicas (`eligible.leader.replicas.
-//! version`) and a dynamic controller quorum (`kraft.version`).
+//! fall back to), `group.version` 0-1 (level 1: KIP-848 consumer groups), `share.version` 0-1
+//! (level 1: share groups, KIP-932; Kafka 4.4 supports 2, the renew acknowledgement of
+//! ShareFetch/ShareAcknowledge v2, which kafka-protocol 0.18 cannot decode), and level 0 only
+//! of the features whose levels above 0 need what Sluice does not have yet: Streams groups
+//! (`streams.version`), eligible leader replicas (`eligible.leader.replicas.version`) and a
+//! dynamic controller quorum (`kraft.version`).
 //!
 //! A level of 0 is not finalized: the feature is left out of the finalized list, as Kafka
 //! leaves it out.
@@ -27,7 +28,7 @@ pub const FEATURES: &[(&str, i16, i16, i16)] = &[
         METADATA_VERSION,
         METADATA_VERSION,
     ),
-    ("share.version", 0, 0, 0),
+    ("share.version", 0, 1, 1),
     ("streams.version", 0, 0, 0),
     ("transaction.version", 0, 2, 2),
 ];

@@ -1,0 +1,376 @@
+// Share group scenarios with Apache Kafka's Java client (KafkaShareConsumer, KIP-932), run as
+// a single-file program: java -cp 'KAFKA_LIBS/*' ShareSuite.java <scenario> <bootstrap>.
+// Each scenario prints "OK <detail>" and exits 0, or prints the reason and exits 1.
+//
+// A share partition starts at the log end (share.auto.offset.reset=latest) when the group
+// first fetches it, so every scenario first produces "warm-up" records until a consumer has
+// received one: records produced after that are all delivered.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.*;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class ShareSuite {
+    static String bootstrap;
+    static final long LIMIT_MS = 90_000;
+
+    static void fail(String why) {
+        System.out.println("FAIL " + why);
+        System.out.flush();
+        Runtime.getRuntime().halt(1);
+    }
+
+    static KafkaShareConsumer<String, String> consumer(String group) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", "explicit");
+        KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p);
+        return c;
+    }
+
+    static KafkaProducer<String, String> producer() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.put("linger.ms", "5");
+        return new KafkaProducer<>(p);
+    }
+
+    static void createTopic(String topic) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin a = Admin.create(p)) {
+            a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    static void deadline(long start, String what) {
+        if (System.currentTimeMillis() - start > LIMIT_MS) fail("gave up after " + LIMIT_MS + " ms: " + what);
+    }
+
+    /** Produces warm-up records (key "warm") every 200 ms until `seen` is set. */
+    static Thread warmUp(String topic, AtomicBoolean seen) {
+        Thread t = new Thread(() -> {
+            try (KafkaProducer<String, String> pr = producer()) {
+                long start = System.currentTimeMillis();
+                for (int i = 0; !seen.get() && System.currentTimeMillis() - start < LIMIT_MS; i++) {
+                    pr.send(new ProducerRecord<>(topic, "warm", "w-" + i)).get();
+                    Thread.sleep(200);
+                }
+            } catch (Exception e) {
+                fail("warm-up producer: " + e);
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    static void produce(String topic, List<String> values) throws Exception {
+        try (KafkaProducer<String, String> pr = producer()) {
+            for (String v : values) pr.send(new ProducerRecord<>(topic, "rec", v));
+            pr.flush();
+        }
+    }
+
+    static int index(String v) {
+        return Integer.parseInt(v.substring(2));
+    }
+
+    static short count(ConsumerRecord<String, String> r) {
+        return r.deliveryCount().orElse((short) -1);
+    }
+
+    /** Several consumers on one partition: distinct records, their union is everything. */
+    static void distinct(String topic) throws Exception {
+        createTopic(topic);
+        String group = "sg-distinct-" + topic;
+        int n = 3000, members = 3;
+        AtomicBoolean warm = new AtomicBoolean();
+        ConcurrentHashMap<String, Integer> owner = new ConcurrentHashMap<>();
+        List<String> dups = Collections.synchronizedList(new ArrayList<>());
+        AtomicBoolean stop = new AtomicBoolean();
+        int[] perMember = new int[members];
+        List<Thread> threads = new ArrayList<>();
+        for (int m = 0; m < members; m++) {
+            final int me = m;
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group)) {
+                    c.subscribe(List.of(topic));
+                    while (!stop.get()) {
+                        ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
+                        for (ConsumerRecord<String, String> r : rs) {
+                            if (r.key().equals("warm")) warm.set(true);
+                            else {
+                                Integer prev = owner.putIfAbsent(r.value(), me);
+                                if (prev != null) dups.add(r.value() + " to " + prev + " and " + me);
+                                else synchronized (perMember) { perMember[me]++; }
+                            }
+                            c.acknowledge(r, AcknowledgeType.ACCEPT);
+                        }
+                        c.commitSync();
+                    }
+                } catch (Exception e) {
+                    fail("member " + me + ": " + e);
+                }
+            });
+            t.start();
+            threads.add(t);
+        }
+        long start = System.currentTimeMillis();
+        warmUp(topic, warm);
+        while (!warm.get()) { deadline(start, "no warm-up record reached a member"); Thread.sleep(100); }
+        List<String> values = new ArrayList<>();
+        for (int i = 0; i < n; i++) values.add("r-" + i);
+        produce(topic, values);
+        while (owner.size() < n && dups.isEmpty()) {
+            deadline(start, owner.size() + " of " + n + " records consumed");
+            Thread.sleep(100);
+        }
+        stop.set(true);
+        for (Thread t : threads) t.join(30_000);
+        if (!dups.isEmpty()) fail("delivered twice though accepted: " + dups.subList(0, Math.min(5, dups.size())));
+        System.out.println("OK " + n + " records, each once; per member " + Arrays.toString(perMember));
+    }
+
+    /** Released records come back (delivery count 2), rejected ones never do. */
+    static void releaseReject(String topic) throws Exception {
+        createTopic(topic);
+        String group = "sg-release-" + topic;
+        int n = 30;
+        Map<Integer, List<Short>> seen = new TreeMap<>();
+        AtomicBoolean warm = new AtomicBoolean();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            warmUp(topic, warm);
+            boolean produced = false;
+            int quietPolls = 0;
+            while (true) {
+                deadline(start, "seen " + seen);
+                ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : rs) {
+                    if (r.key().equals("warm")) { warm.set(true); c.acknowledge(r, AcknowledgeType.ACCEPT); continue; }
+                    int i = index(r.value());
+                    seen.computeIfAbsent(i, k -> new ArrayList<>()).add(count(r));
+                    AcknowledgeType t = AcknowledgeType.ACCEPT;
+                    if (count(r) == 1 && i % 3 == 0) t = AcknowledgeType.REJECT;
+                    if (count(r) == 1 && i % 3 == 1) t = AcknowledgeType.RELEASE;
+                    c.acknowledge(r, t);
+                }
+                c.commitSync();
+                if (warm.get() && !produced) {
+                    List<String> values = new ArrayList<>();
+                    for (int i = 0; i < n; i++) values.add("r-" + i);
+                    produce(topic, values);
+                    produced = true;
+                }
+                boolean complete = produced && seen.size() == n;
+                for (int i = 1; complete && i < n; i += 3) complete = seen.get(i).size() >= 2;
+                if (complete && rs.isEmpty() && ++quietPolls >= 4) break;
+            }
+        }
+        for (var e : seen.entrySet()) {
+            int i = e.getKey();
+            List<Short> want = i % 3 == 1 ? List.of((short) 1, (short) 2) : List.of((short) 1);
+            if (!e.getValue().equals(want)) fail("record r-" + i + " delivered with counts " + e.getValue() + ", expected " + want);
+        }
+        System.out.println("OK released came back once with delivery count 2, rejected and accepted never");
+    }
+
+    /** A record released every time is delivered group.share.delivery.count.limit times. */
+    static void deliveryLimit(String topic, int limit) throws Exception {
+        createTopic(topic);
+        String group = "sg-limit-" + topic;
+        List<Short> counts = new ArrayList<>();
+        AtomicBoolean warm = new AtomicBoolean();
+        long start = System.currentTimeMillis();
+        boolean sentinel = false;
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            warmUp(topic, warm);
+            boolean produced = false, producedSentinel = false;
+            int quietPolls = 0;
+            while (true) {
+                deadline(start, "counts " + counts);
+                ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : rs) {
+                    if (r.key().equals("warm")) { warm.set(true); c.acknowledge(r, AcknowledgeType.ACCEPT); continue; }
+                    if (r.value().equals("r-1")) { sentinel = true; c.acknowledge(r, AcknowledgeType.ACCEPT); continue; }
+                    counts.add(count(r));
+                    c.acknowledge(r, AcknowledgeType.RELEASE);
+                }
+                c.commitSync();
+                if (warm.get() && !produced) { produce(topic, List.of("r-0")); produced = true; }
+                if (counts.size() >= limit && !producedSentinel) { produce(topic, List.of("r-1")); producedSentinel = true; }
+                if (sentinel && rs.isEmpty() && ++quietPolls >= 4) break;
+            }
+        }
+        List<Short> want = new ArrayList<>();
+        for (short i = 1; i <= limit; i++) want.add(i);
+        if (!counts.equals(want)) fail("released record delivered with counts " + counts + ", expected " + want);
+        System.out.println("OK delivered " + limit + " times, then archived");
+    }
+
+    /** Child side of kill9: holds whatever it gets, never acknowledges, waits to be killed. */
+    static void hold(String topic, String group) throws Exception {
+        KafkaShareConsumer<String, String> c = consumer(group);
+        c.subscribe(List.of(topic));
+        long start = System.currentTimeMillis();
+        while (true) {
+            deadline(start, "the holder got nothing");
+            ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
+            if (rs.isEmpty()) continue;
+            StringBuilder sb = new StringBuilder("HELD");
+            for (ConsumerRecord<String, String> r : rs) sb.append(' ').append(r.offset());
+            System.out.println(sb);
+            System.out.flush();
+            Thread.sleep(LIMIT_MS);
+            Runtime.getRuntime().halt(2);
+        }
+    }
+
+    /** Joins, accepts records until one reached it (warm-ups produced meanwhile), leaves. */
+    static void drain(String topic, String group) throws Exception {
+        createTopic(topic);
+        AtomicBoolean got = new AtomicBoolean();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            warmUp(topic, got);
+            while (!got.get()) {
+                deadline(start, "nothing reached the consumer");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    got.set(true);
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        System.out.println("OK drained");
+    }
+
+    /** Before a restart: everything produced is accepted (warm-ups, then n records). */
+    static void beforeRestart(String topic, String group, int n) throws Exception {
+        createTopic(topic);
+        AtomicBoolean warm = new AtomicBoolean();
+        Set<String> got = new HashSet<>();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            Thread warming = warmUp(topic, warm);
+            boolean produced = false;
+            while (got.size() < n) {
+                deadline(start, got.size() + " of " + n + " records before the restart");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (r.key().equals("warm")) warm.set(true);
+                    else got.add(r.value());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+                if (warm.get() && !produced) {
+                    warming.join();
+                    List<String> values = new ArrayList<>();
+                    for (int i = 0; i < n; i++) values.add("r-" + i);
+                    produce(topic, values);
+                    produced = true;
+                }
+            }
+        }
+        System.out.println("OK accepted " + n);
+    }
+
+    /** After a restart: m new records come, none of those accepted before. */
+    static void afterRestart(String topic, String group, int m) throws Exception {
+        List<String> values = new ArrayList<>();
+        for (int i = 0; i < m; i++) values.add("s-" + i);
+        produce(topic, values);
+        Set<String> got = new HashSet<>();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            while (got.size() < m) {
+                deadline(start, got.size() + " of " + m + " records after the restart");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (!r.value().startsWith("s-")) fail(r.value() + " at offset " + r.offset() + " was accepted before the restart and came again");
+                    got.add(r.value());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        System.out.println("OK " + m + " new records after the restart, none accepted before it");
+    }
+
+    /** A consumer killed -9 holding records: another gets them once their locks expire. */
+    static void kill9(String topic, String classpath) throws Exception {
+        createTopic(topic);
+        String group = "sg-kill9-" + topic;
+        String java = System.getProperty("java.home") + "/bin/java";
+        String src = System.getProperty("sluice.share.source");
+        Process child = new ProcessBuilder(java, "-cp", classpath, src, "hold", bootstrap, topic, group)
+                .redirectErrorStream(false).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        AtomicBoolean held = new AtomicBoolean();
+        warmUp(topic, held);
+        BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
+        String line = out.readLine();
+        held.set(true);
+        if (line == null || !line.startsWith("HELD ")) { child.destroyForcibly(); fail("holder said " + line); }
+        Set<Long> heldOffsets = new TreeSet<>();
+        for (String o : line.substring(5).trim().split(" ")) heldOffsets.add(Long.parseLong(o));
+        child.destroyForcibly();  // SIGKILL
+        child.waitFor();
+        Map<Long, Short> again = new TreeMap<>();
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            while (!again.keySet().containsAll(heldOffsets)) {
+                deadline(start, "held " + heldOffsets + ", redelivered " + again);
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (heldOffsets.contains(r.offset())) again.put(r.offset(), count(r));
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        for (long o : heldOffsets) if (again.get(o) < 2) fail("offset " + o + " redelivered with count " + again.get(o));
+        System.out.println("OK " + heldOffsets.size() + " held records redelivered after the kill, delivery counts " + new TreeSet<>(again.values()));
+    }
+
+    public static void main(String[] args) throws Exception {
+        String scenario = args[0];
+        bootstrap = args[1];
+        String tag = Long.toString(System.nanoTime() % 1_000_000);
+        switch (scenario) {
+            case "distinct" -> distinct("sg-distinct-" + tag);
+            case "release-reject" -> releaseReject("sg-release-" + tag);
+            case "delivery-limit" -> deliveryLimit("sg-limit-" + tag, Integer.parseInt(args[2]));
+            case "kill9" -> kill9("sg-kill9-" + tag, System.getProperty("java.class.path"));
+            case "hold" -> hold(args[2], args[3]);
+            case "drain" -> drain(args[2], args[3]);
+            case "before-restart" -> beforeRestart(args[2], args[3], Integer.parseInt(args[4]));
+            case "after-restart" -> afterRestart(args[2], args[3], Integer.parseInt(args[4]));
+            default -> fail("unknown scenario " + scenario);
+        }
+        System.out.flush();
+        Runtime.getRuntime().halt(0);
+    }
+}

@@ -1,0 +1,537 @@
+//! Share groups (KIP-932, "queues for Kafka"): members of a share group consume the same
+//! partitions together, each record delivered to one member at a time under an acquisition
+//! lock and acknowledged one by one.
+//!
+//! The decisions are pure: `group.rs` (membership, epochs, the target assignment),
+//! `assignor.rs` (Kafka's `simple` assignor), `partition.rs` (a share partition's in-flight
+//! records: acquisition, locks, delivery counts, acknowledgements, SPSO/SPEO) and `session.rs`
+//! (share session epochs). [`Coordinator`] owns them all behind one lock and runs the timers
+//! (member sessions, acquisition locks); the log reads are in `fetch.rs`.
+//!
+//! What survives a restart is each share partition's start offset (`store.rs`, a local file
+//! written within 100 ms of a change and at shutdown): the records from there on are delivered
+//! again, with delivery counts starting over. Members, epochs and the in-flight records are
+//! not kept (members rejoin). Kafka keeps the whole state in `__share_group_state` through
+//! its share coordinator, which Sluice does not serve (the share-state APIs 83-87 are not
+//! advertised); in a cluster the file is the partition leader's own, so a new leader does not
+//! know it.
+
+pub mod assignor;
+pub mod fetch;
+pub mod group;
+pub mod partition;
+pub mod session;
+pub mod store;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::broker::now_ms;
+use crate::config::BrokerConfig;
+use group::{Answer, Heartbeat, Refusal, Settings, ShareGroup};
+use partition::{AckError, Acquired, Limits, SharePartition};
+use session::{Opened, Sessions, TopicPartition};
+
+/// The broker settings share groups act under (`group.share.*`), checked as Kafka checks
+/// them at start-up (each within its min/max bounds).
+#[derive(Debug, Clone, Copy)]
+pub struct ShareConfig {
+    pub session_timeout_ms: i64,
+    pub heartbeat_interval_ms: i32,
+    pub record_lock_duration_ms: i64,
+    pub delivery_count_limit: i16,
+    pub partition_max_record_locks: i64,
+    pub max_size: usize,
+    pub max_share_sessions: usize,
+}
+
+impl ShareConfig {
+    pub fn from_broker(c: &BrokerConfig) -> Result<ShareConfig> {
+        let num = |k: &str| -> Result<i64> {
+            let v = c
+                .raw
+                .get(k)
+                .map(String::as_str)
+                .or_else(|| crate::config::keys::default_of(k))
+                .unwrap_or("0");
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| anyhow::anyhow!("{k}: invalid value {v:?}"))
+        };
+        let bounded = |k: &str, min: &str, max: &str| -> Result<i64> {
+            let (v, lo, hi) = (num(k)?, num(min)?, num(max)?);
+            if v < lo {
+                bail!("{k} must be greater than or equal to {min}");
+            }
+            if v > hi {
+                bail!("{k} must be less than or equal to {max}");
+            }
+            Ok(v)
+        };
+        let session_timeout_ms = bounded(
+            "group.share.session.timeout.ms",
+            "group.share.min.session.timeout.ms",
+            "group.share.max.session.timeout.ms",
+        )?;
+        let heartbeat_interval_ms = bounded(
+            "group.share.heartbeat.interval.ms",
+            "group.share.min.heartbeat.interval.ms",
+            "group.share.max.heartbeat.interval.ms",
+        )?;
+        if heartbeat_interval_ms >= session_timeout_ms {
+            bail!(
+                "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"
+            );
+        }
+        Ok(ShareConfig {
+            session_timeout_ms,
+            heartbeat_interval_ms: heartbeat_interval_ms as i32,
+            record_lock_duration_ms: bounded(
+                "group.share.record.lock.duration.ms",
+                "group.share.min.record.lock.duration.ms",
+                "group.share.max.record.lock.duration.ms",
+            )?,
+            delivery_count_limit: bounded(
+                "group.share.delivery.count.limit",
+                "group.share.min.delivery.count.limit",
+                "group.share.max.delivery.count.limit",
+            )? as i16,
+            partition_max_record_locks: bounded(
+                "group.share.partition.max.record.locks",
+                "group.share.min.partition.max.record.locks",
+                "group.share.max.partition.max.record.locks",
+            )?,
+            max_size: num("group.share.max.size")?.max(1) as usize,
+            max_share_sessions: num("group.share.max.share.sessions")?.max(1) as usize,
+        })
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            lock_duration_ms: self.record_lock_duration_ms,
+            delivery_count_limit: self.delivery_count_limit,
+            max_record_locks: self.partition_max_record_locks,
+        }
+    }
+}
+
+/// One acknowledgement batch: first offset, last offset, its types (one, or one per offset).
+pub type AckBatch = (i64, i64, Vec<i8>);
+
+/// A share partition's key: group, topic id, partition.
+type SpKey = (String, Uuid, i32);
+
+#[derive(Default)]
+struct Inner {
+    groups: HashMap<String, ShareGroup>,
+    partitions: HashMap<SpKey, SharePartition>,
+    sessions: Sessions,
+    /// (group, member id) → the small key share partitions record acquisitions under.
+    member_keys: HashMap<(String, String), u64>,
+    next_key: u64,
+}
+
+impl Inner {
+    fn member_key(&mut self, group: &str, member: &str) -> u64 {
+        let next = &mut self.next_key;
+        *self
+            .member_keys
+            .entry((group.to_string(), member.to_string()))
+            .or_insert_with(|| {
+                *next += 1;
+                *next
+            })
+    }
+
+    /// A member is gone: its session closes and what it holds is released.
+    fn forget_member(&mut self, group: &str, member: &str, limits: &Limits) -> bool {
+        self.sessions.remove(group, member);
+        let Some(key) = self
+            .member_keys
+            .remove(&(group.to_string(), member.to_string()))
+        else {
+            return false;
+        };
+        self.release(group, key, limits)
+    }
+
+    fn release(&mut self, group: &str, key: u64, limits: &Limits) -> bool {
+        let mut n = 0;
+        for ((g, _, _), sp) in self.partitions.iter_mut() {
+            if g == group {
+                n += sp.release_member(key, limits);
+            }
+        }
+        n > 0
+    }
+}
+
+/// Owns every share group and share partition of this broker.
+pub struct Coordinator {
+    cfg: ShareConfig,
+    inner: Mutex<Inner>,
+    /// Share fetches waiting for records to become acquirable without an append (released,
+    /// lock expired, member gone).
+    waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Where `store` keeps the start offsets (None: nowhere, for tests).
+    dir: Option<PathBuf>,
+    /// A start offset may have changed since the last write.
+    dirty: AtomicBool,
+}
+
+/// A share group as ShareGroupDescribe shows it.
+pub type Described = ShareGroup;
+
+impl Coordinator {
+    /// The coordinator, with the start offsets `dir` kept (a damaged file stops start-up).
+    pub fn open(cfg: ShareConfig, dir: Option<PathBuf>) -> Result<Arc<Coordinator>> {
+        let mut inner = Inner::default();
+        if let Some(d) = &dir {
+            for (group, topic, partition, start) in store::read(d)? {
+                inner.groups.entry(group.clone()).or_default();
+                inner
+                    .partitions
+                    .insert((group, topic, partition), SharePartition::new(start));
+            }
+        }
+        Ok(Arc::new(Coordinator {
+            cfg,
+            inner: Mutex::new(inner),
+            waiters: Mutex::new(Vec::new()),
+            dir,
+            dirty: AtomicBool::new(false),
+        }))
+    }
+
+    fn touched(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes the start offsets if they may have changed since the last write.
+    pub fn flush(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut entries: Vec<store::Entry> = {
+            let inner = self.inner.lock().unwrap();
+            inner
+                .partitions
+                .iter()
+                .map(|((g, t, p), sp)| (g.clone(), *t, *p, sp.start_offset()))
+                .collect()
+        };
+        entries.sort();
+        let r = store::write(dir, &entries);
+        if r.is_err() {
+            self.touched();
+        }
+        r
+    }
+
+    pub fn config(&self) -> &ShareConfig {
+        &self.cfg
+    }
+
+    /// Registers a waiting share fetch, woken once at the next release or lock expiry.
+    pub fn add_waiter(&self, w: &Arc<Notify>) {
+        let mut waiters = self.waiters.lock().unwrap();
+        if waiters.len() >= 64 {
+            waiters.retain(|w| w.strong_count() > 0);
+        }
+        waiters.push(Arc::downgrade(w));
+    }
+
+    fn wake(&self) {
+        for w in std::mem::take(&mut *self.waiters.lock().unwrap()) {
+            if let Some(w) = w.upgrade() {
+                w.notify_one();
+            }
+        }
+    }
+
+    /// Applies a ShareGroupHeartbeat.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        hb: Heartbeat,
+        lookup: &dyn Fn(&str) -> Option<assignor::TopicMeta>,
+    ) -> Result<Answer, Refusal> {
+        let settings = Settings {
+            session_timeout_ms: self.cfg.session_timeout_ms,
+            max_size: self.cfg.max_size,
+        };
+        let mut inner = self.inner.lock().unwrap();
+        let leaving = hb.member_epoch == -1;
+        let member = hb.member_id.clone();
+        let g = inner.groups.entry(group_id.to_string()).or_default();
+        let answer = g.heartbeat(group_id, hb, now_ms(), &settings, lookup);
+        if g.members.is_empty() && g.group_epoch == 0 {
+            inner.groups.remove(group_id);
+        }
+        if leaving && answer.is_ok() && inner.forget_member(group_id, &member, &self.cfg.limits()) {
+            self.wake();
+        }
+        answer
+    }
+
+    /// Whether `group_id` is a share group here.
+    pub fn exists(&self, group_id: &str) -> bool {
+        self.inner.lock().unwrap().groups.contains_key(group_id)
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<Described> {
+        self.inner.lock().unwrap().groups.get(group_id).cloned()
+    }
+
+    /// Every share group with its state, sorted by id.
+    pub fn list(&self) -> Vec<(String, &'static str)> {
+        let inner = self.inner.lock().unwrap();
+        let mut out: Vec<(String, &'static str)> = inner
+            .groups
+            .iter()
+            .map(|(id, g)| (id.clone(), g.state()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Applies a ShareFetch's session epoch (see `session.rs`).
+    pub fn open_session(
+        &self,
+        group: &str,
+        member: &str,
+        epoch: i32,
+        added: &[TopicPartition],
+        forgotten: &[TopicPartition],
+    ) -> Result<Opened, i16> {
+        let mut inner = self.inner.lock().unwrap();
+        inner.sessions.open(
+            group,
+            member,
+            epoch,
+            added,
+            forgotten,
+            self.cfg.max_share_sessions,
+        )
+    }
+
+    /// Applies a ShareAcknowledge's session epoch; true when it closed the session.
+    pub fn acknowledge_session(&self, group: &str, member: &str, epoch: i32) -> Result<bool, i16> {
+        self.inner
+            .lock()
+            .unwrap()
+            .sessions
+            .acknowledge(group, member, epoch)
+    }
+
+    /// A closed session releases what its member holds.
+    pub fn close_session(&self, group: &str, member: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        let key = inner.member_key(group, member);
+        if inner.release(group, key, &self.cfg.limits()) {
+            self.touched();
+            self.wake();
+        }
+    }
+
+    /// Acknowledgement batches of `member` for one partition; the first refusal, if any.
+    pub fn acknowledge(
+        &self,
+        group: &str,
+        member: &str,
+        tp: TopicPartition,
+        batches: &[AckBatch],
+    ) -> Result<(), AckError> {
+        let limits = self.cfg.limits();
+        let mut inner = self.inner.lock().unwrap();
+        let key = inner.member_key(group, member);
+        let Some(sp) = inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) else {
+            return Err(AckError::InvalidRecordState);
+        };
+        sp.expire(now_ms(), &limits);
+        let mut result = Ok(());
+        let mut released = false;
+        for (first, last, types) in batches {
+            match sp.acknowledge(key, *first, *last, types, &limits) {
+                Ok(()) => released |= types.contains(&partition::RELEASE),
+                Err(e) => result = result.and(Err(e)),
+            }
+        }
+        drop(inner);
+        self.touched();
+        if released {
+            self.wake();
+        }
+        result
+    }
+
+    /// Where a fetch of `member` would read from in this share partition (created at the
+    /// high watermark, `share.auto.offset.reset` latest, when first fetched), if anything is
+    /// acquirable; the earliest lock deadline otherwise.
+    pub fn next_acquirable(
+        &self,
+        group: &str,
+        tp: TopicPartition,
+        log_start: i64,
+        high_watermark: i64,
+    ) -> (Option<i64>, Option<i64>) {
+        let limits = self.cfg.limits();
+        let mut inner = self.inner.lock().unwrap();
+        let key = (group.to_string(), tp.0, tp.1);
+        if !inner.partitions.contains_key(&key) {
+            self.touched();
+        }
+        let sp = inner
+            .partitions
+            .entry(key)
+            .or_insert_with(|| SharePartition::new(high_watermark));
+        let before = sp.start_offset();
+        sp.skip_to(log_start);
+        sp.expire(now_ms(), &limits);
+        let out = (
+            sp.next_acquirable(high_watermark, &limits),
+            sp.next_deadline(),
+        );
+        if sp.start_offset() != before {
+            self.touched();
+        }
+        out
+    }
+
+    /// Acquires for `member` what is acquirable among `[from, to)` (the offsets a log read
+    /// covered), at most `max_records`.
+    pub fn acquire(
+        &self,
+        group: &str,
+        member: &str,
+        tp: TopicPartition,
+        from: i64,
+        to: i64,
+        max_records: i64,
+    ) -> Vec<Acquired> {
+        let limits = self.cfg.limits();
+        let mut inner = self.inner.lock().unwrap();
+        let key = inner.member_key(group, member);
+        match inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) {
+            Some(sp) => sp.acquire(key, from, to, max_records, now_ms(), &limits),
+            None => Vec::new(),
+        }
+    }
+
+    /// The SPSO and in-flight count of a share partition, if it has been fetched.
+    pub fn partition_offsets(&self, group: &str, tp: TopicPartition) -> Option<(i64, usize)> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .partitions
+            .get(&(group.to_string(), tp.0, tp.1))
+            .map(|sp| (sp.start_offset(), sp.in_flight()))
+    }
+
+    /// DeleteGroups of a share group: None when `group_id` is no share group here;
+    /// NON_EMPTY_GROUP while it has members; otherwise it goes with its share partitions.
+    pub fn delete_group(&self, group_id: &str) -> Option<i16> {
+        let mut inner = self.inner.lock().unwrap();
+        let g = inner.groups.get(group_id)?;
+        if !g.members.is_empty() {
+            return Some(kafka_protocol::ResponseError::NonEmptyGroup.code());
+        }
+        inner.groups.remove(group_id);
+        inner.partitions.retain(|(g, _, _), _| g != group_id);
+        self.touched();
+        inner.member_keys.retain(|(g, _), _| g != group_id);
+        Some(0)
+    }
+
+    /// Every share partition of `group_id` with its SPSO, sorted; None for no share group.
+    pub fn start_offsets(&self, group_id: &str) -> Option<Vec<(Uuid, i32, i64)>> {
+        let inner = self.inner.lock().unwrap();
+        inner.groups.get(group_id)?;
+        let mut out: Vec<(Uuid, i32, i64)> = inner
+            .partitions
+            .iter()
+            .filter(|((g, _, _), _)| g == group_id)
+            .map(|((_, t, p), sp)| (*t, *p, sp.start_offset()))
+            .collect();
+        out.sort();
+        Some(out)
+    }
+
+    /// AlterShareGroupOffsets / DeleteShareGroupOffsets of one partition of an empty share
+    /// group: the share partition starts again at `start` (Some), or is forgotten (None:
+    /// the next fetch starts it at `share.auto.offset.reset`). GROUP_ID_NOT_FOUND for no
+    /// share group, NON_EMPTY_GROUP while it has members.
+    pub fn reset(&self, group_id: &str, tp: TopicPartition, start: Option<i64>) -> i16 {
+        let mut inner = self.inner.lock().unwrap();
+        match inner.groups.get(group_id) {
+            None => return kafka_protocol::ResponseError::GroupIdNotFound.code(),
+            Some(g) if !g.members.is_empty() => {
+                return kafka_protocol::ResponseError::NonEmptyGroup.code();
+            }
+            Some(_) => {}
+        }
+        let key = (group_id.to_string(), tp.0, tp.1);
+        self.touched();
+        match start {
+            Some(o) => {
+                inner.partitions.insert(key, SharePartition::new(o));
+            }
+            None => {
+                inner.partitions.remove(&key);
+            }
+        }
+        0
+    }
+
+    /// Member sessions and acquisition locks, checked every 100 ms: expired members leave
+    /// their groups (and release what they hold); expired locks make records acquirable.
+    pub fn start(self: &Arc<Self>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                if me.expire(now_ms()) {
+                    me.touched();
+                    me.wake();
+                }
+                if me.dirty.load(Ordering::Acquire) {
+                    let m = me.clone();
+                    match tokio::task::spawn_blocking(move || m.flush()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::error!("share state not written: {e:#}"),
+                        Err(e) => tracing::error!("share state not written: {e}"),
+                    }
+                }
+            }
+        });
+    }
+
+    fn expire(&self, now: i64) -> bool {
+        let limits = self.cfg.limits();
+        let mut inner = self.inner.lock().unwrap();
+        let mut gone = Vec::new();
+        for (id, g) in inner.groups.iter_mut() {
+            for m in g.expire(now) {
+                gone.push((id.clone(), m));
+            }
+        }
+        let mut any = false;
+        for (g, m) in gone {
+            any |= inner.forget_member(&g, &m, &limits);
+        }
+        for sp in inner.partitions.values_mut() {
+            any |= sp.expire(now, &limits) > 0;
+        }
+        any
+    }
+}
