@@ -27,6 +27,8 @@ pub struct Broker {
     pub peers: crate::txn::peers::Peers,
     /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
     pub cluster: OnceLock<Arc<ClusterNode>>,
+    /// The log cleaner (compacted topics), its threads started by `spawn_background`.
+    pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
 }
 
 impl Broker {
@@ -39,6 +41,7 @@ impl Broker {
         let group_config = GroupConfig::from_broker(&config);
         let txn_config = crate::txn::TxnConfig::from_broker(&config);
         let clustered = config.cluster.is_some();
+        let cleaner = Arc::new(crate::cluster::log_cleaner::LogCleaner::open(&config));
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
             Broker {
@@ -54,6 +57,7 @@ impl Broker {
                 txns: crate::txn::for_broker(txn_config, me.clone()),
                 peers: Default::default(),
                 cluster: OnceLock::new(),
+                cleaner,
             }
         });
         // On one node, groups and offsets are loaded before anything is served. In a cluster
@@ -91,10 +95,11 @@ impl Broker {
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
     /// `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
     /// `producer.id.expiration.ms`; the log dirs' high watermark, recovery point and log
-    /// start checkpoints (`cluster::checkpoints`).
+    /// start checkpoints (`cluster::checkpoints`); the log cleaner's threads.
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
         self.txns.start();
+        self.cleaner.start(Arc::downgrade(self), &self.config);
         let cp = &self.controller.checkpoints;
         self.spawn_periodic(cp.high_watermark_interval_ms, |b| {
             let _ = b
