@@ -29,6 +29,8 @@ pub struct Broker {
     pub peers: crate::txn::peers::Peers,
     /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
     pub cluster: OnceLock<Arc<ClusterNode>>,
+    /// The log cleaner (compacted topics), its threads started by `spawn_background`.
+    pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
 }
 
 impl Broker {
@@ -44,6 +46,7 @@ impl Broker {
         let share =
             crate::share::Coordinator::open(share_config, Some(config.log_dirs[0].clone()))?;
         let clustered = config.cluster.is_some();
+        let cleaner = Arc::new(crate::cluster::log_cleaner::LogCleaner::open(&config));
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
             Broker {
@@ -60,6 +63,7 @@ impl Broker {
                 share,
                 peers: Default::default(),
                 cluster: OnceLock::new(),
+                cleaner,
             }
         });
         // On one node, groups and offsets are loaded before anything is served. In a cluster
@@ -97,11 +101,12 @@ impl Broker {
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
     /// `producer.id.expiration.check.interval.ms`, partitions forget producers idle for
     /// `producer.id.expiration.ms`; the log dirs' high watermark, recovery point and log
-    /// start checkpoints (`cluster::checkpoints`).
+    /// start checkpoints (`cluster::checkpoints`); the log cleaner's threads.
     pub fn spawn_background(self: &Arc<Self>) {
         self.groups.start();
         self.txns.start();
         self.share.start();
+        self.cleaner.start(Arc::downgrade(self), &self.config);
         let cp = &self.controller.checkpoints;
         self.spawn_periodic(cp.high_watermark_interval_ms, |b| {
             let _ = b

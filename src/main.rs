@@ -201,7 +201,12 @@ async fn run(config: BrokerConfig) -> i32 {
         error!("shutdown: share state not written: {e:#}");
     }
     let b = broker.clone();
-    match tokio::task::spawn_blocking(move || b.controller.shutdown()).await {
+    match tokio::task::spawn_blocking(move || {
+        b.cleaner.stop();
+        b.controller.shutdown()
+    })
+    .await
+    {
         Ok(Ok(())) => {
             info!("shut down cleanly");
             0

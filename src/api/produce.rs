@@ -25,6 +25,9 @@
 //! transaction INVALID_TXN_STATE, and a control batch (markers are the coordinator's)
 //! INVALID_RECORD.
 //!
+//! A compacted topic (cleanup.policy holds compact) refuses a record set holding records
+//! without a key: INVALID_RECORD, with Kafka's record errors and message (v8+).
+//!
 //! Transactional batches (KIP-890, `txn::verify`): where the producer has no transaction
 //! open, the partition is first verified with the transaction coordinator (v3-11: refused
 //! with INVALID_TXN_STATE if the producer did not add it; v11 may see
@@ -188,6 +191,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 continue;
             }
             let eff = &t.effective;
+            if eff.compact
+                && let Some(r) = keyless_refusal(pd.records.as_deref(), &t.name, pd.index, v)
+            {
+                done(r);
+                continue;
+            }
             // The log patches offsets in place; the request buffer is shared, so the batches
             // are moved into a reusable scratch buffer first.
             scratch.clear();
@@ -235,6 +244,45 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         add_leader_hints(&b, &mut resp);
     }
     super::respond(&ctx, &resp)
+}
+
+/// A compacted topic refuses records without a key (Kafka's `LogValidator.validateKey`):
+/// INVALID_RECORD with a record error per keyless record of the first batch holding one and
+/// Kafka's summary message; nothing of the partition's record set is written.
+fn keyless_refusal(
+    records: Option<&[u8]>,
+    topic: &str,
+    index: i32,
+    v: i16,
+) -> Option<PartitionProduceResponse> {
+    use kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage;
+    let keyless = crate::log::cleaner::records::keyless_records(records?)?;
+    let message = format!(
+        "Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    );
+    let shown: Vec<String> = keyless
+        .iter()
+        .take(3)
+        .map(|i| format!("RecordError(batchIndex={i}, message='{message}')"))
+        .collect();
+    let mut r = partition_result(index, ResponseError::InvalidRecord.code());
+    if v >= 8 {
+        r.record_errors = keyless
+            .iter()
+            .map(|&i| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(i)
+                    .with_batch_index_error_message(Some(StrBytes::from_string(message.clone())))
+            })
+            .collect();
+        r.error_message = Some(StrBytes::from_string(format!(
+            "One or more records have been rejected due to {} record errors in total, and only \
+             showing the first three errors at most: [{}]",
+            keyless.len(),
+            shown.join(", ")
+        )));
+    }
+    Some(r)
 }
 
 /// Whether any batch of the request is transactional.

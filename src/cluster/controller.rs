@@ -610,7 +610,12 @@ impl Controller {
 
     /// Applies retention to every partition.
     pub fn apply_retention(&self, now_ms: i64) {
+        let merged = self.defaults().merged.clone();
         for t in self.topics() {
+            // A compact-only topic is cut by its cleaner, never by time or size.
+            if topic_config::is_compact_only(&merged, &t.configs) {
+                continue;
+            }
             for p in &t.partitions {
                 match p.apply_retention(now_ms) {
                     Ok(0) => {}

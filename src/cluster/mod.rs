@@ -13,6 +13,7 @@ pub mod control;
 pub mod controller;
 pub mod features;
 pub mod fetcher;
+pub mod log_cleaner;
 pub mod metadata;
 pub mod node;
 pub mod partition;

@@ -162,6 +162,53 @@ pub fn is_compact_only(broker: &BrokerConfig, topic: &BTreeMap<String, String>) 
     compact && !policies.any(|p| p.eq_ignore_ascii_case("delete"))
 }
 
+/// A topic's compaction settings: its own configs over the broker's `log.cleanup.policy` and
+/// `log.cleaner.*` (Kafka's defaults where neither is set or parses).
+pub fn compaction(
+    broker: &BrokerConfig,
+    topic: &BTreeMap<String, String>,
+) -> crate::log::cleaner::CompactionConfig {
+    let value = |key: &str, broker_key: &str| {
+        topic
+            .get(key)
+            .or_else(|| broker.raw.get(broker_key))
+            .map(|v| v.trim().to_string())
+    };
+    let d = crate::log::cleaner::CompactionConfig::default();
+    let policy = value("cleanup.policy", "log.cleanup.policy").unwrap_or_else(|| "delete".into());
+    let has = |p: &str| policy.split(',').any(|x| x.trim().eq_ignore_ascii_case(p));
+    let num = |key: &str, broker_key: &str, default: i64| {
+        value(key, broker_key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    crate::log::cleaner::CompactionConfig {
+        compact: has("compact"),
+        delete: has("delete"),
+        min_cleanable_ratio: value(
+            "min.cleanable.dirty.ratio",
+            "log.cleaner.min.cleanable.ratio",
+        )
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d.min_cleanable_ratio),
+        min_compaction_lag_ms: num(
+            "min.compaction.lag.ms",
+            "log.cleaner.min.compaction.lag.ms",
+            d.min_compaction_lag_ms,
+        ),
+        max_compaction_lag_ms: num(
+            "max.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms",
+            d.max_compaction_lag_ms,
+        ),
+        delete_retention_ms: num(
+            "delete.retention.ms",
+            "log.cleaner.delete.retention.ms",
+            d.delete_retention_ms,
+        ),
+    }
+}
+
 /// The effective settings of one topic: its own configs over the broker's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectiveTopicConfig {
@@ -169,6 +216,8 @@ pub struct EffectiveTopicConfig {
     pub max_message_bytes: usize,
     pub log_append_time: bool,
     pub min_insync_replicas: i32,
+    /// `cleanup.policy` holds `compact`: records without a key are refused.
+    pub compact: bool,
 }
 
 fn get<T: std::str::FromStr>(cfg: &BTreeMap<String, String>, key: &str) -> Option<T> {
@@ -200,6 +249,7 @@ pub fn effective(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> Eff
         },
         min_insync_replicas: get(topic, "min.insync.replicas")
             .unwrap_or(broker.min_insync_replicas),
+        compact: compaction(broker, topic).compact,
     }
 }
 

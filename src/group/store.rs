@@ -91,8 +91,8 @@ impl TopicLog {
     }
 }
 
-/// `__consumer_offsets`, created on first use: compacted, `offsets.topic.num.partitions`
-/// partitions, and in a cluster `offsets.topic.replication.factor` replicas (until that many
+/// `__consumer_offsets`, created on first use: compacted, `offsets.topic.segment.bytes`
+/// segments, `offsets.topic.num.partitions` partitions, and in a cluster `offsets.topic.replication.factor` replicas (until that many
 /// brokers are up, COORDINATOR_NOT_AVAILABLE, as Kafka).
 pub async fn offsets_topic(b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
     {
@@ -101,7 +101,14 @@ pub async fn offsets_topic(b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16>
         }
         let mut configs = std::collections::BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
-        configs.insert("segment.bytes".to_string(), "104857600".to_string());
+        let segment_bytes = b
+            .config
+            .raw
+            .get("offsets.topic.segment.bytes")
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .filter(|v| *v >= 1)
+            .unwrap_or(104_857_600);
+        configs.insert("segment.bytes".to_string(), segment_bytes.to_string());
         if let (Some(c), Some(cc)) = (b.cluster(), b.config.cluster.as_ref()) {
             let t = crate::cluster::control::active::CreateTopic {
                 name: TOPIC.to_string(),

@@ -152,13 +152,13 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    fn corrupt(position: u64, reason: impl Into<String>) -> Self {
+    pub(crate) fn corrupt(position: u64, reason: impl Into<String>) -> Self {
         BatchError::Corrupt {
             position,
             reason: reason.into(),
         }
     }
-    fn invalid(position: u64, reason: impl Into<String>) -> Self {
+    pub(crate) fn invalid(position: u64, reason: impl Into<String>) -> Self {
         BatchError::InvalidRecord {
             position,
             reason: reason.into(),
@@ -283,6 +283,22 @@ pub fn validate_for_append(
     buf: &[u8],
     max_batch_bytes: usize,
 ) -> Result<Vec<BatchHeader>, BatchError> {
+    validate(buf, max_batch_bytes, true)
+}
+
+/// [`validate_for_append`] for batches copied from a leader's log as they are: a batch the
+/// log cleaner rebuilt keeps its offsets, so its records' offset deltas may have gaps and it
+/// may hold fewer records than its offset range, or none at all (a producer's last batch kept
+/// for its state, Kafka's empty batch).
+pub fn validate_replicated(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
+    validate(buf, usize::MAX, false)
+}
+
+fn validate(
+    buf: &[u8],
+    max_batch_bytes: usize,
+    as_produced: bool,
+) -> Result<Vec<BatchHeader>, BatchError> {
     if buf.is_empty() {
         return Err(BatchError::invalid(0, "empty record set"));
     }
@@ -310,13 +326,15 @@ pub fn validate_for_append(
                 ),
             ));
         }
-        if h.record_count <= 0 {
+        if h.record_count < 0 || (as_produced && h.record_count == 0) {
             return Err(BatchError::invalid(
                 h.position,
                 format!("batch has {} records", h.record_count),
             ));
         }
-        if h.last_offset_delta < 0 || h.record_count as i64 != h.last_offset_delta as i64 + 1 {
+        let counted = h.record_count as i64;
+        let range = h.last_offset_delta as i64 + 1;
+        if h.last_offset_delta < 0 || counted > range || (as_produced && counted != range) {
             return Err(BatchError::invalid(
                 h.position,
                 format!(
@@ -325,7 +343,12 @@ pub fn validate_for_append(
                 ),
             ));
         }
-        walk_records(&buf[start..start + size], h.position, |_, _| {})?;
+        walk_records_as(
+            &buf[start..start + size],
+            h.position,
+            as_produced,
+            |_, _| {},
+        )?;
         out.push(h);
     }
     Ok(out)
@@ -371,14 +394,25 @@ pub struct NewBatch {
 /// A whole v2 batch around an encoded records section (offset deltas 0..record_count), with
 /// its CRC.
 pub fn build_batch(h: &NewBatch, records: &[u8]) -> Vec<u8> {
+    build_batch_at(h, records, (0, -1, h.record_count - 1))
+}
+
+/// [`build_batch`] with its place in a log: `(base offset, partition leader epoch, last
+/// offset delta)` (a batch the log cleaner rebuilt keeps its offsets, so its last offset
+/// delta need not be its record count less one).
+pub fn build_batch_at(
+    h: &NewBatch,
+    records: &[u8],
+    (base, epoch, last_delta): (i64, i32, i32),
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(HEADER_SIZE + records.len());
-    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&base.to_be_bytes());
     b.extend_from_slice(&((HEADER_SIZE - LOG_OVERHEAD + records.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&epoch.to_be_bytes());
     b.push(MAGIC_V2 as u8);
     b.extend_from_slice(&0u32.to_be_bytes());
     b.extend_from_slice(&h.attributes.to_be_bytes());
-    b.extend_from_slice(&(h.record_count - 1).to_be_bytes());
+    b.extend_from_slice(&last_delta.to_be_bytes());
     b.extend_from_slice(&h.base_timestamp.to_be_bytes());
     b.extend_from_slice(&h.max_timestamp.to_be_bytes());
     b.extend_from_slice(&h.producer_id.to_be_bytes());
@@ -472,6 +506,18 @@ impl<'a> Cursor<'a> {
 pub fn walk_records(
     batch: &[u8],
     position: u64,
+    visit: impl FnMut(i32, i64),
+) -> Result<(), BatchError> {
+    walk_records_as(batch, position, false, visit)
+}
+
+/// [`walk_records`]; with `as_produced` the offset deltas must run 0, 1, 2, ... (a
+/// producer's batch), otherwise they only increase within the batch's offset range (a batch
+/// the log cleaner rebuilt keeps its records' offsets).
+pub fn walk_records_as(
+    batch: &[u8],
+    position: u64,
+    as_produced: bool,
     mut visit: impl FnMut(i32, i64),
 ) -> Result<(), BatchError> {
     let h = parse_header_checked(
@@ -497,6 +543,7 @@ pub fn walk_records(
         buf: records,
         pos: 0,
     };
+    let mut min_delta = 0i32;
     for i in 0..count {
         let bad = || BatchError::corrupt(position, format!("record {i} is corrupt"));
         let len = cur.varint().ok_or_else(bad)?;
@@ -514,7 +561,13 @@ pub fn walk_records(
         }
         let ts_delta = rec.varlong(10).ok_or_else(bad)?;
         let offset_delta = rec.varint().ok_or_else(bad)?;
-        if offset_delta != i as i32 {
+        let in_order = if as_produced {
+            offset_delta == i as i32
+        } else {
+            offset_delta >= min_delta && offset_delta <= h.last_offset_delta
+        };
+        min_delta = offset_delta.saturating_add(1);
+        if !in_order {
             return Err(BatchError::invalid(
                 position,
                 format!("record {i} has offset delta {offset_delta}"),
@@ -603,6 +656,45 @@ pub(crate) mod test_support {
             out.extend_from_slice(&body);
         }
         out
+    }
+
+    /// A record for [`keyed_batch`]: `(key, value, timestamp delta)`, None = null.
+    pub type KeyedRec<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, i64);
+
+    /// An uncompressed batch of keyed records `(key, value, timestamp delta)` (None = null),
+    /// stamped from `base_ts`, with the producer fields given (-1 for none).
+    pub fn keyed_batch(recs: &[KeyedRec<'_>], base_ts: i64, producer: (i64, i16, i32)) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, (k, v, ts)) in recs.iter().enumerate() {
+            let mut body = vec![0u8];
+            put_varlong(&mut body, *ts);
+            put_varlong(&mut body, i as i64);
+            for f in [k, v] {
+                match f {
+                    Some(b) => {
+                        put_varlong(&mut body, b.len() as i64);
+                        body.extend_from_slice(b);
+                    }
+                    None => put_varlong(&mut body, -1),
+                }
+            }
+            put_varlong(&mut body, 0);
+            put_varlong(&mut out, body.len() as i64);
+            out.extend_from_slice(&body);
+        }
+        let max_ts = base_ts + recs.iter().map(|r| r.2).max().unwrap_or(0);
+        build_batch(
+            &NewBatch {
+                attributes: 0,
+                base_timestamp: base_ts,
+                max_timestamp: max_ts,
+                producer_id: producer.0,
+                producer_epoch: producer.1,
+                base_sequence: producer.2,
+                record_count: recs.len() as i32,
+            },
+            &out,
+        )
     }
 
     /// Assembles a batch around an already encoded (maybe compressed) records section.

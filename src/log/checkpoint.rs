@@ -1,6 +1,7 @@
 //! Kafka's per-log-dir offset checkpoint files: `replication-offset-checkpoint` (high
 //! watermarks), `recovery-point-offset-checkpoint` (offsets below which the log is known
-//! flushed) and `log-start-offset-checkpoint`. One format for all three:
+//! flushed), `log-start-offset-checkpoint` and `cleaner-offset-checkpoint` (where each
+//! compacted log's dirty section starts). One format for all four:
 //!
 //! ```text
 //! 0                 version
@@ -21,6 +22,7 @@ use anyhow::{Context, Result, bail};
 pub const HIGH_WATERMARK_FILE: &str = "replication-offset-checkpoint";
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_FILE: &str = "log-start-offset-checkpoint";
+pub const CLEANER_OFFSET_FILE: &str = "cleaner-offset-checkpoint";
 
 /// (topic, partition) → offset.
 pub type Offsets = BTreeMap<(String, i32), i64>;

@@ -25,7 +25,7 @@
 //!
 //! Modules: [`batch`] (header parsing, validation, patching, record decode),
 //! [`compression`], [`control`] (transaction markers), [`offset_index`], [`time_index`], [`segment`],
-//! [`partition_log`] (the [`Log`] type), [`leader_epoch`] (the leader epoch cache and its
+//! [`partition_log`] (the [`Log`] type), [`cleaner`] (log compaction), [`leader_epoch`] (the leader epoch cache and its
 //! checkpoint), [`checkpoint`] (the per-log-dir offset checkpoint files).
 //!
 //! This module knows the record batch format but nothing of the Kafka wire
@@ -34,6 +34,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod compression;
 pub mod control;
 pub mod dir_lock;

@@ -511,6 +511,24 @@ impl ProducerState {
         before - self.producers.len()
     }
 
+    /// Each producer's last record in the log (Kafka's `lastRecordsOfActiveProducers`): the
+    /// last offset of its last data batch (None if only markers followed it) and its epoch.
+    /// The log cleaner keeps those batches so this state can be rebuilt from the log.
+    pub fn last_records(&self) -> HashMap<i64, crate::log::cleaner::LastRecord> {
+        self.producers
+            .iter()
+            .map(|(id, e)| {
+                (
+                    *id,
+                    crate::log::cleaner::LastRecord {
+                        last_data_offset: e.batches.back().map(|b| b.last_offset),
+                        producer_epoch: e.epoch,
+                    },
+                )
+            })
+            .collect()
+    }
+
     /// Active producers, by id.
     pub fn summaries(&self) -> Vec<ProducerSummary> {
         let mut v: Vec<ProducerSummary> = self

@@ -29,6 +29,8 @@
 
 mod as_follower;
 mod as_leader;
+mod cleaning;
+pub use cleaning::CleanerView;
 mod start_offset;
 #[cfg(test)]
 mod tests;

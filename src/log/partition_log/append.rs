@@ -117,7 +117,7 @@ impl Log {
                 "log directory was deleted",
             )));
         }
-        let headers = batch::validate_for_append(records, usize::MAX)?;
+        let headers = batch::validate_replicated(records)?;
         let mut expect = self.log_end_offset;
         for h in &headers {
             if h.base_offset < expect {

@@ -140,7 +140,7 @@ pub fn now_ms() -> i64 {
 
 const STRAY_SUFFIXES: [&str; 3] = [".cleaned", ".swap", ".deleted"];
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -209,6 +209,8 @@ impl Log {
             "segment_index_bytes too small"
         );
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        cleaning::recover_swaps(dir)
+            .with_context(|| format!("completing segment swaps in {}", dir.display()))?;
 
         let mut log_bases = BTreeSet::new();
         let mut index_files = Vec::new();
@@ -764,6 +766,9 @@ impl Log {
 }
 
 mod append;
+mod cleaning;
+#[cfg(test)]
+mod cleaning_tests;
 #[cfg(test)]
 mod epoch_tests;
 #[cfg(test)]
