@@ -514,12 +514,15 @@ def survives_restart():
                   "--add-config", "log.roll.ms=3600000")
     kafka_configs("--alter", "--entity-type", "brokers", "--entity-name", bid,
                   "--add-config", "message.max.bytes=2000000")
+    kafka_features("downgrade", "--feature", "transaction.version=1")
 
     def still_there(when):
         d = describe(ResourceType.TOPIC, topic)
         check_source(d, "retention.bytes", "123456789", ConfigSource.DYNAMIC_TOPIC_CONFIG)
         check_source(d, "segment.ms", "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         check_source(d, "max.message.bytes", "2000000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+        tv = feature_line("transaction.version").get("FinalizedVersionLevel:")
+        check(tv == "1", "transaction.version finalized at %s, expected 1" % tv)
         info("configs intact %s" % when)
 
     eventually(lambda: still_there("before the restarts"), "configs applied")
@@ -535,6 +538,7 @@ def survives_restart():
                       "--delete-config", "log.roll.ms")
         kafka_configs("--alter", "--entity-type", "brokers", "--entity-name", bid,
                       "--delete-config", "message.max.bytes")
+        kafka_features("upgrade", "--feature", "transaction.version=2")
 
 
 if __name__ == "__main__":
