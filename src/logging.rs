@@ -34,6 +34,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::logging",
     "sluice::net",
     "sluice::producer",
+    "sluice::share",
     "sluice::txn",
 ];
 
