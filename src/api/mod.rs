@@ -49,13 +49,13 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
-pub mod unregister_broker;
-pub mod update_features;
 pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod share_group_offsets;
+pub mod unregister_broker;
+pub mod update_features;
 pub mod wire;
 pub mod write_txn_markers;
 

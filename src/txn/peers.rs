@@ -1,7 +1,8 @@
 //! Connections from this broker to the other brokers of a cluster for the transaction
 //! coordinator's requests: WriteTxnMarkers to partition leaders, AddPartitionsToTxn from
 //! partition leaders to coordinators. One connection per (broker, purpose), made on first use
-//! and dropped after an error, so markers waiting for their replicas never hold up a
+//! and dropped after an error (a kept connection that fails at once is retried on a new one:
+//! the peer may have restarted since), so markers waiting for their replicas never hold up a
 //! verification. Requests on one connection go one at a time, in order.
 
 use std::collections::HashMap;
@@ -55,6 +56,26 @@ impl Peers {
             .or_default()
             .clone();
         let mut conn = conn.lock().await;
+        // A kept connection may be dead without our knowing (the peer restarted since its
+        // last use): a failure on it other than the timeout is retried once on a fresh
+        // connection. The requests sent here (verification, markers) may be repeated.
+        let reused = conn.is_some();
+        let started = std::time::Instant::now();
+        let r = Self::call_on(b, &mut conn, id, (key, version), req, timeout).await;
+        if r.is_err() && reused && started.elapsed() < timeout {
+            return Self::call_on(b, &mut conn, id, (key, version), req, timeout).await;
+        }
+        r
+    }
+
+    async fn call_on<Req: Encodable, Resp: Decodable>(
+        b: &Broker,
+        conn: &mut Option<LeaderConn>,
+        id: i32,
+        (key, version): (ApiKey, i16),
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Resp> {
         if conn.is_none() {
             let addr = Self::address(b, id).ok_or_else(|| anyhow!("no address for broker {id}"))?;
             let client_id = format!("sluice-txn-{}", b.node_id());
