@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Properties;
 import java.util.TreeSet;
 
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -23,6 +24,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   ASSIGNED t-0,t-1     its whole assignment after each change (empty: "ASSIGNED ")
  *   READ n               records read so far (after each poll that read some)
  *   COMMITTED            after each commitSync
+ *   FENCED <msg>         a commitSync failed because the group no longer knows this member
+ *                        (CommitFailedException): as an application would, it keeps polling,
+ *                        rejoins and reads again from the last committed offsets
  *   ERROR <class>: <msg> a poll failed (the member then exits 3)
  * Args: bootstrap group protocol topics|--regex=RE [key=value consumer properties...]
  */
@@ -93,7 +97,12 @@ public final class ConsumerMember {
                 }
                 if (rs.isEmpty()) continue;
                 read += rs.count();
-                c.commitSync();
+                try {
+                    c.commitSync();
+                } catch (CommitFailedException e) {
+                    say("FENCED " + e.getMessage());
+                    continue;
+                }
                 say("READ " + read);
                 say("COMMITTED");
             }
