@@ -283,6 +283,8 @@ def resume_from_commits(group, topic, label):
     try:
         wait_until(lambda: sum(committed(group, topic, 3).values()) >= 360, T,
                    "%s's commits" % label)
+        # the member reports READ after its commitSync returns: wait for that line too
+        wait_until(lambda: m.read >= 60, T, "%s's READ line" % label)
         check(m.read == 60, "%s read %d records, 60 were new" % (label, m.read))
     finally:
         m.stop()
@@ -344,6 +346,8 @@ def confluent_balance():
         wait_until(lambda: balanced([a, b], topic, 4), T, "two librdkafka members to share 4")
         wait_until(lambda: sum(committed(group, topic, 4).values()) >= 400, T,
                    "every record committed")
+        # each member reports READ after its commit returns: wait for those lines too
+        wait_until(lambda: a.read + b.read >= 400, T, "the members' READ lines")
         check(a.read + b.read >= 400, "read %d + %d of 400" % (a.read, b.read))
         check(not a.errors and not b.errors, "member errors: %s %s" % (a.errors, b.errors))
     finally:
