@@ -39,10 +39,6 @@ use crate::cluster::Partition;
 use crate::group::coordinator::ownership::Ownership;
 use crate::group::loader::PartitionLoads;
 
-/// The transaction version the coordinator itself uses (for the aborts it starts): the
-/// finalized `transaction.version` this broker advertises.
-pub const SERVER_TXN_VERSION: TxnVersion = 2;
-
 pub type IdFuture<'a> = Pin<Box<dyn Future<Output = Result<i64, i16>> + Send + 'a>>;
 
 /// Where new producer ids come from.

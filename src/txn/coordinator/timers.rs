@@ -73,7 +73,9 @@ impl Coordinator {
     }
 
     /// Aborts `id`'s open transaction under the epoch of `fence` (prepared on `entry`);
-    /// a fence that could not even be started is dropped.
+    /// a fence that could not even be started is dropped. The abort follows the transaction
+    /// version the producer began the transaction with (as Kafka's coordinator does), so a
+    /// downgrade of `transaction.version` leaves open transactions ending as they began.
     pub(super) async fn abort_fenced(
         self: &Arc<Self>,
         id: &str,
@@ -87,7 +89,7 @@ impl Coordinator {
                 fence.producer_epoch,
                 false,
                 false,
-                SERVER_TXN_VERSION,
+                fence.client_version,
             )
             .await;
         if code != NONE {
