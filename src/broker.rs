@@ -46,7 +46,7 @@ impl Broker {
         let share =
             crate::share::Coordinator::open(share_config, Some(config.log_dirs[0].clone()))?;
         let clustered = config.cluster.is_some();
-        let cleaner = Arc::new(crate::cluster::log_cleaner::LogCleaner::open(&config));
+        let cleaner = controller.cleaner.clone();
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
             Broker {

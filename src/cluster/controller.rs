@@ -26,6 +26,7 @@ use meta_files::{load_meta_properties, write_partition_metadata};
 use super::checkpoints::LogDirCheckpoints;
 use super::control::new_partitions;
 use super::features::FeatureLevels;
+use super::log_cleaner::LogCleaner;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
@@ -109,6 +110,9 @@ pub struct Controller {
     unclean_start: bool,
     /// The feature levels set by UpdateFeatures (one node; a cluster keeps them in its image).
     features: RwLock<FeatureLevels>,
+    /// The log cleaner of this broker's log dirs: it forgets a partition's cleaning
+    /// checkpoint when the replica is deleted here.
+    pub cleaner: Arc<LogCleaner>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -186,6 +190,7 @@ impl Controller {
             checkpoints: LogDirCheckpoints::load(&config)?,
             unclean_start: !clean,
             features: RwLock::new(FeatureLevels::default()),
+            cleaner: Arc::new(LogCleaner::open(&config)),
         };
         let (stored, dynamic, features) = if config.cluster.is_some() {
             (
@@ -466,7 +471,7 @@ impl Controller {
             match self.open_partition(&old.name, old.id, i, &old.effective, false, &new_dir) {
                 Ok(p) => added.push(p),
                 Err(e) => {
-                    remove_partitions(&added);
+                    remove_partitions(&self.cleaner, &added);
                     return Err(storage(e));
                 }
             }
@@ -483,7 +488,7 @@ impl Controller {
             internal: old.internal,
         });
         if let Err(e) = self.replace_topic(&old, topic.clone()) {
-            remove_partitions(&added);
+            remove_partitions(&self.cleaner, &added);
             return Err(storage(e));
         }
         info!(topic = %topic.name, from = first, to = topic.partitions.len(), "added partitions");
@@ -573,12 +578,17 @@ impl Controller {
             image.by_name.remove(&topic.name);
             drop(image);
             for p in &topic.partitions {
-                let _ = p.delete();
+                let _ = self.delete_replica(p);
             }
             return Err(TopicError::Storage(format!("{e:#}")));
         }
         info!(topic = %topic.name, partitions = topic.partitions.len(), "created topic");
         Ok(topic)
+    }
+
+    /// Deletes a replica held here (its topic was deleted, or the replica moved away).
+    pub fn delete_replica(&self, p: &Partition) -> Result<()> {
+        delete_replica(&self.cleaner, p)
     }
 
     /// Deletes a topic and its files.
@@ -596,9 +606,10 @@ impl Controller {
             topic
         };
         let t = topic.clone();
+        let cleaner = self.cleaner.clone();
         let _ = tokio::task::spawn_blocking(move || {
             for p in &t.partitions {
-                if let Err(e) = p.delete() {
+                if let Err(e) = delete_replica(&cleaner, p) {
                     warn!(topic = %t.name, partition = p.index, "cannot delete log: {e:#}");
                 }
             }
@@ -664,10 +675,17 @@ impl Controller {
     }
 }
 
+/// Deletes a replica's directory and what the log cleaner remembers of it (so that a topic
+/// created again under the name starts cleaning from its own start).
+fn delete_replica(cleaner: &LogCleaner, p: &Partition) -> Result<()> {
+    cleaner.forget(p.log_dir(), &p.topic, p.index);
+    p.delete()
+}
+
 /// Removes the directories of partitions that were opened but never published.
-fn remove_partitions(parts: &[Arc<Partition>]) {
+fn remove_partitions(cleaner: &LogCleaner, parts: &[Arc<Partition>]) {
     for p in parts {
-        if let Err(e) = p.delete() {
+        if let Err(e) = delete_replica(cleaner, p) {
             warn!(partition = p.index, "cannot remove new partition: {e:#}");
         }
     }

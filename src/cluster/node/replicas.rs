@@ -47,7 +47,7 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
                 if p.is_leader() {
                     out.stopped_leading.push((t.name.clone(), p.index));
                 }
-                if let Err(e) = p.delete() {
+                if let Err(e) = ctl.delete_replica(p) {
                     warn!(topic = %t.name, partition = p.index, "cannot delete replica: {e:#}");
                 }
             }
@@ -156,7 +156,7 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
                     if p.is_leader() {
                         out.stopped_leading.push((o.name.clone(), p.index));
                     }
-                    if let Err(e) = p.delete() {
+                    if let Err(e) = ctl.delete_replica(p) {
                         warn!(topic = %o.name, partition = p.index, "cannot delete replica: {e:#}");
                     }
                     info!(topic = %o.name, partition = p.index, "replica removed from this broker");
