@@ -182,14 +182,13 @@ def latest_per_key():
     _STATE["latest_live"] = live
 
 
-@S.scenario("dump-log-segments", timeout=120)
-def dump_log_segments():
-    topic = _STATE.get("latest_topic")
-    check(topic is not None, "needs latest-per-key's topic")
+def dump_inactive(topic):
+    """DumpLogSegments --deep-iteration --print-data-log over the inactive segments of
+    `topic`'s partition 0: the tool's output lines. The cleaner may replace segments
+    meanwhile: the tool reads a copy of them (.log, .index, .timeindex) taken while none was
+    replaced."""
     d = os.path.join(DATA, "%s-0" % topic)
-    # The cleaner may replace segments meanwhile: the tool reads a copy of the inactive
-    # segments (.log, .index, .timeindex) taken while none was replaced.
-    copy = os.path.join(os.environ.get("SUITE_TMP", "/tmp"), "dump-" + RUN_TAG)
+    copy = os.path.join(os.environ.get("SUITE_TMP", "/tmp"), "dump-%s-%s" % (topic, RUN_TAG))
     files = []
 
     def copied():
@@ -209,16 +208,83 @@ def dump_log_segments():
     wait_until(copied, 30, "a copy of %s's segments" % topic)
     rc, out = java("org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(files),
                    "--deep-iteration", "--print-data-log")
-    info("DumpLogSegments: %s" % out[-3000:])
+    info("DumpLogSegments %s: %s" % (topic, out[-3000:]))
     check(rc == 0, "DumpLogSegments exited %d: %s" % (rc, out[-800:]))
     for bad in ("Exception", "Mismatches", "mismatch", "corrupt", "Corrupt"):
         check(bad not in out, "DumpLogSegments reports %r: %s" % (bad, out[-800:]))
-    lines = out.splitlines()
+    return out.splitlines()
+
+
+@S.scenario("dump-log-segments", timeout=120)
+def dump_log_segments():
+    topic = _STATE.get("latest_topic")
+    check(topic is not None, "needs latest-per-key's topic")
+    lines = dump_inactive(topic)
     for k, (off, v) in _STATE["latest_live"].items():
         mark = "offset: %d " % off
         hits = [l for l in lines if mark in l and ("key: %s" % k.decode()) in l]
         check(hits, "DumpLogSegments does not show key %s at offset %d" % (k.decode(), off))
         check(("payload: %s" % v.decode()) in hits[0], "DumpLogSegments: %s" % hits[0])
+
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+@S.scenario("compressed-batches-keep-codec", timeout=180)
+def compressed_batches_keep_codec():
+    """Batches the cleaner rebuilds (some records kept, some dropped) are compressed again
+    with the codec they were written with, and read back by librdkafka and Kafka's tool."""
+    topics = {}
+    for codec in CODECS:
+        topic = name("codec-" + codec)
+        create_topic(topic, COMPACTED)
+        p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "linger.ms": 200,
+                      "compression.type": codec, "error_cb": quiet})
+        acked, errors = [], []
+
+        def cb(err, msg, acked=acked, errors=errors):
+            (errors.append(err) if err is not None
+             else acked.append((msg.offset(), msg.key(), msg.value())))
+        # Round 0 writes ten keys (one batch); round 1 overwrites the even ones, so cleaning
+        # rebuilds round 0's batch around the odd keys.
+        for r, keys in ((0, range(10)), (1, range(0, 10, 2))):
+            for k in keys:
+                p.produce(topic, key=b"k%d" % k, value=(b"%s-%d-%d-" % (codec.encode(), k, r)) * 20,
+                          on_delivery=cb)
+            check(p.flush(T) == 0, "%s: records unflushed" % codec)
+            time.sleep(0.15)
+        check(not errors, "%s: produce errors %s" % (codec, errors[:3]))
+        topics[codec] = (topic, latest(acked), Writer())
+
+    def cleaned(codec):
+        topic, want, w = topics[codec]
+        nudge(w, topic)
+        got = data(read_all(topic))
+        if len(got) != len(want):
+            return False
+        for off, k, v in got:
+            check(want.get(k) == (off, v), "%s key %r: read %r at %d, last written %r" % (
+                codec, k, v[:20], off, want.get(k)))
+        return True
+    for codec in CODECS:
+        wait_until(lambda: (time.sleep(0.3), cleaned(codec))[1], 60,
+                   "%s topic cleaned to one record per key" % codec)
+        topic, want, _ = topics[codec]
+        lines = dump_inactive(topic)
+        batch = None
+        seen = 0
+        for l in lines:
+            if l.startswith("baseOffset:"):
+                batch = l
+            elif batch and l.lstrip("| ").startswith("offset:"):
+                off = int(l.split("offset:")[1].split()[0])
+                k = [k for k, (o, _) in want.items() if o == off]
+                if k and k[0] in (b"k1", b"k3", b"k5", b"k7", b"k9"):
+                    seen += 1
+                    check(("compresscodec: %s" % codec) in batch.lower(),
+                          "%s: key %s kept in a batch that is not %s: %s" % (
+                              codec, k[0].decode(), codec, batch))
+        check(seen == 5, "%s: DumpLogSegments shows %d of the 5 odd keys" % (codec, seen))
 
 
 @S.scenario("keyless-refused", timeout=60)

@@ -2,7 +2,7 @@
 
 pub use super::put_varlong;
 use super::*;
-use std::io::Write;
+use crate::log::compression::compress;
 
 /// One record to encode: (timestamp delta, value).
 pub struct Rec<'a> {
@@ -33,6 +33,16 @@ pub type KeyedRec<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, i64);
 /// An uncompressed batch of keyed records `(key, value, timestamp delta)` (None = null),
 /// stamped from `base_ts`, with the producer fields given (-1 for none).
 pub fn keyed_batch(recs: &[KeyedRec<'_>], base_ts: i64, producer: (i64, i16, i32)) -> Vec<u8> {
+    keyed_batch_with(Compression::None, recs, base_ts, producer)
+}
+
+/// [`keyed_batch`] with its records section compressed with `codec`.
+pub fn keyed_batch_with(
+    codec: Compression,
+    recs: &[KeyedRec<'_>],
+    base_ts: i64,
+    producer: (i64, i16, i32),
+) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, (k, v, ts)) in recs.iter().enumerate() {
         let mut body = vec![0u8];
@@ -54,7 +64,7 @@ pub fn keyed_batch(recs: &[KeyedRec<'_>], base_ts: i64, producer: (i64, i16, i32
     let max_ts = base_ts + recs.iter().map(|r| r.2).max().unwrap_or(0);
     build_batch(
         &NewBatch {
-            attributes: 0,
+            attributes: codec.id() as i16,
             base_timestamp: base_ts,
             max_timestamp: max_ts,
             producer_id: producer.0,
@@ -62,7 +72,7 @@ pub fn keyed_batch(recs: &[KeyedRec<'_>], base_ts: i64, producer: (i64, i16, i32
             base_sequence: producer.2,
             record_count: recs.len() as i32,
         },
-        &out,
+        &compress(codec, &out),
     )
 }
 
@@ -88,32 +98,6 @@ pub fn assemble(
     )
 }
 
-fn compress(codec: Compression, raw: &[u8]) -> Vec<u8> {
-    match codec {
-        Compression::None => raw.to_vec(),
-        Compression::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            e.write_all(raw).unwrap();
-            e.finish().unwrap()
-        }
-        Compression::Snappy => {
-            // xerial framing, as the Java client writes it
-            let mut out = vec![
-                0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1,
-            ];
-            let block = snap::raw::Encoder::new().compress_vec(raw).unwrap();
-            out.extend_from_slice(&(block.len() as i32).to_be_bytes());
-            out.extend_from_slice(&block);
-            out
-        }
-        Compression::Lz4 => {
-            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
-            e.write_all(raw).unwrap();
-            e.finish().unwrap()
-        }
-        Compression::Zstd => panic!("no zstd encoder; use a precomputed frame"),
-    }
-}
 
 /// A batch whose records have the given timestamps (absolute) and values.
 pub fn batch_with(codec: Compression, timestamps: &[i64], value_len: usize) -> Vec<u8> {

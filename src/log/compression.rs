@@ -1,8 +1,8 @@
-//! Decompression of the records section of a record batch.
+//! Compression of the records section of a record batch.
 //!
-//! Only decompression is needed by the log: batches are stored exactly as the
-//! producer compressed them, and the log only looks inside a batch when it has
-//! to find a record by timestamp.
+//! Batches are stored exactly as the producer compressed them; the log looks inside a batch
+//! when it has to find a record by timestamp, and the log cleaner compresses the batches it
+//! rebuilds again with the codec they came with, as Kafka's cleaner does.
 
 use std::io::Read;
 
@@ -113,6 +113,50 @@ pub fn decompress(
     }
 }
 
+/// Snappy's blocks in the xerial framing are at most this long before compression (the
+/// snappy-java `SnappyOutputStream` default Kafka's producer uses).
+const XERIAL_BLOCK: usize = 32 * 1024;
+
+/// Compresses `input` (the records section of a batch) with `codec`, in the framing Kafka's
+/// own producer writes: gzip, xerial-framed snappy, the LZ4 frame format (64 KiB independent
+/// blocks) and a zstd frame.
+pub fn compress(codec: Compression, input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    match codec {
+        Compression::None => input.to_vec(),
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            // Writes into a Vec cannot fail.
+            let _ = e.write_all(input);
+            e.finish().unwrap_or_default()
+        }
+        Compression::Snappy => {
+            let mut out = XERIAL_MAGIC.to_vec();
+            // snappy-java's header: version 1, compatible version 1.
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut enc = snap::raw::Encoder::new();
+            for chunk in input.chunks(XERIAL_BLOCK) {
+                let block = enc.compress_vec(chunk).unwrap_or_default();
+                out.extend_from_slice(&(block.len() as i32).to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            out
+        }
+        Compression::Lz4 => {
+            let info = lz4_flex::frame::FrameInfo::new()
+                .block_size(lz4_flex::frame::BlockSize::Max64KB)
+                .block_mode(lz4_flex::frame::BlockMode::Independent);
+            let mut e = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+            let _ = e.write_all(input);
+            e.finish().unwrap_or_default()
+        }
+        Compression::Zstd => {
+            ruzstd::encoding::compress_to_vec(input, ruzstd::encoding::CompressionLevel::Fastest)
+        }
+    }
+}
+
 fn snappy_raw_into(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), CompressionError> {
     let codec = Compression::Snappy;
     let len = snap::raw::decompress_len(block).map_err(|e| decode_err(codec, e))?;
@@ -215,6 +259,27 @@ mod tests {
             Err(CompressionError::TooLarge { .. })
         ));
         assert!(decompress(Compression::Gzip, &z[..z.len() / 2], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn compressed_with_every_codec_reads_back() {
+        let data = sample();
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let c = compress(codec, &data);
+            if codec != Compression::None {
+                assert!(c.len() < data.len(), "{codec:?} did not compress");
+            }
+            assert_eq!(decompress(codec, &c, 1 << 20).unwrap(), data, "{codec:?}");
+        }
+        let c = compress(Compression::Snappy, &data);
+        assert_eq!(c[..8], XERIAL_MAGIC);
+        assert_eq!(decompress(Compression::Snappy, &compress(Compression::Snappy, &[]), 10).unwrap(), b"");
     }
 
     #[test]

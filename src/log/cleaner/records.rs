@@ -153,11 +153,11 @@ fn assemble(h: &BatchHeader, hd: Header, records: &[u8]) -> Vec<u8> {
 
 /// The batch `h` rebuilt with only `kept` (in order, not empty). With `delete_horizon` the
 /// base timestamp is the horizon and the delete-horizon attribute is set (record timestamps
-/// are kept through their deltas). The records are written uncompressed.
+/// are kept through their deltas). The records are compressed again with the batch's codec.
 pub fn rebuild(h: &BatchHeader, kept: &[Record<'_>], delete_horizon: Option<i64>) -> Vec<u8> {
     let first_ts = kept.first().map_or(-1, |r| r.timestamp);
     let base_timestamp = delete_horizon.unwrap_or(first_ts);
-    let mut attributes = h.attributes & !COMPRESSION_MASK & !DELETE_HORIZON_FLAG;
+    let mut attributes = h.attributes & !DELETE_HORIZON_FLAG;
     if delete_horizon.is_some() {
         attributes |= DELETE_HORIZON_FLAG;
     }
@@ -178,6 +178,10 @@ pub fn rebuild(h: &BatchHeader, kept: &[Record<'_>], delete_horizon: Option<i64>
         body.extend_from_slice(&rec);
     }
     let last = kept.last().map_or(h.base_offset, |r| r.offset);
+    let body = match h.compression() {
+        Some(codec) if codec != Compression::None => compression::compress(codec, &body),
+        _ => body,
+    };
     assemble(
         h,
         Header {
@@ -211,7 +215,34 @@ pub fn empty(h: &BatchHeader) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::test_support::{KeyedRec, keyed_batch};
+    use crate::log::batch::test_support::{KeyedRec, keyed_batch, keyed_batch_with};
+
+    #[test]
+    fn rebuilt_batch_keeps_its_codec() {
+        let recs: [KeyedRec<'_>; 3] = [
+            (Some(b"a"), Some(b"1"), 0),
+            (Some(b"b"), Some(b"2"), 1),
+            (Some(b"a"), Some(b"3"), 2),
+        ];
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let b = keyed_batch_with(codec, &recs, 5_000, (-1, -1, -1));
+            let h = batch::validate_for_append(&b, usize::MAX).unwrap()[0];
+            assert_eq!(h.compression(), Some(codec));
+            let p = payload(&b, &h).unwrap();
+            let all = parse(&h, &p).unwrap();
+            let kept = [all[1], all[2]];
+            let r = rebuild(&h, &kept, None);
+            let nh = batch::validate_replicated(&r).unwrap()[0];
+            assert_eq!(nh.compression(), Some(codec), "{codec:?}");
+            let p2 = payload(&r, &nh).unwrap();
+            assert_eq!(parse(&nh, &p2).unwrap(), kept, "{codec:?}");
+        }
+    }
 
     #[test]
     fn rebuilt_batch_keeps_offsets_and_producer_fields() {
