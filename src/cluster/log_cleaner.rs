@@ -19,6 +19,7 @@ use super::partition::Partition;
 use super::topic_config;
 use crate::config::BrokerConfig;
 use crate::log::checkpoint::{self, CLEANER_OFFSET_FILE, Offsets};
+use crate::log::cleaner::throttle::{self, Throttle};
 use crate::log::cleaner::{Candidate, clean, decide};
 
 type Key = (String, i32);
@@ -31,6 +32,8 @@ pub struct CleanerSettings {
     pub dedupe_buffer_bytes: u64,
     pub load_factor: f64,
     pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second` (none: unlimited).
+    pub io_limit: Option<f64>,
 }
 
 impl CleanerSettings {
@@ -51,6 +54,7 @@ impl CleanerSettings {
             backoff_ms: raw("log.cleaner.backoff.ms")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(15_000),
+            io_limit: throttle::limit_of(raw("log.cleaner.io.max.bytes.per.second").as_deref()),
         }
     }
 }
@@ -67,6 +71,7 @@ struct State {
 pub struct LogCleaner {
     state: Mutex<State>,
     stopped: AtomicBool,
+    throttle: Arc<Throttle>,
 }
 
 impl LogCleaner {
@@ -85,6 +90,7 @@ impl LogCleaner {
         LogCleaner {
             state: Mutex::new(state),
             stopped: AtomicBool::new(false),
+            throttle: Arc::default(),
         }
     }
 
@@ -189,6 +195,8 @@ impl LogCleaner {
         }
         view.input.first_dirty_offset = cl.first_dirty_offset;
         view.input.end_offset = cl.end_offset;
+        self.throttle.set_limit(settings.io_limit);
+        view.input.throttle = Some(self.throttle.clone());
         let result = clean::clean(&view.input).and_then(|out| {
             let swapped = p.swap_cleaned(&out.cleaned)?;
             Ok((out, swapped))

@@ -58,6 +58,7 @@ impl Partition {
                 segment_index_bytes: cfg.segment_index_bytes,
                 index_interval_bytes: cfg.index_interval_bytes as u64,
                 now_ms,
+                throttle: None,
             },
         }
     }

@@ -18,6 +18,7 @@ use super::decide::{
 };
 use super::offset_map::OffsetMap;
 use super::records;
+use super::throttle::Throttle;
 use crate::log::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::log::control::parse_end_txn_marker;
 use crate::log::offset_index::OffsetIndex;
@@ -67,6 +68,17 @@ pub struct CleanInput {
     pub segment_index_bytes: u64,
     pub index_interval_bytes: u64,
     pub now_ms: i64,
+    /// The I/O limit shared by the cleaner threads (none: unlimited).
+    pub throttle: Option<Arc<Throttle>>,
+}
+
+impl CleanInput {
+    /// Counts `bytes` read or written against the I/O limit.
+    fn charge(&self, bytes: u64) {
+        if let Some(t) = &self.throttle {
+            t.charge(bytes);
+        }
+    }
 }
 
 /// One group's output, written and flushed under the `.cleaned` suffix.
@@ -186,6 +198,7 @@ fn build_offset_map(input: &CleanInput, map: &mut OffsetMap) -> io::Result<u64> 
         let mut reader = BatchReader::new(&s.file, s.info.size);
         while let Some((h, bytes)) = reader.next_batch()? {
             read += h.total_size() as u64;
+            input.charge(h.total_size() as u64);
             if h.base_offset >= input.end_offset {
                 break 'segments;
             }
@@ -367,6 +380,7 @@ fn clean_group(
         let mut reader = BatchReader::new(&s.file, s.info.size);
         while let Some((h, bytes)) = reader.next_batch()? {
             out.bytes_read += h.total_size() as u64;
+            input.charge(h.total_size() as u64);
             let f = facts(&h);
             let can_discard = if h.is_control() {
                 txns.on_control(&f, control_of(&h, bytes))
@@ -409,6 +423,7 @@ fn clean_group(
                 if d.retention == BatchRetention::RetainEmpty {
                     let e = records::empty(&h);
                     out.bytes_written += e.len() as u64;
+                    input.charge(e.len() as u64);
                     w.append(&e)?;
                 }
                 continue;
@@ -422,6 +437,7 @@ fn clean_group(
             }
             if kept.len() == all.len() && !set_horizon {
                 out.bytes_written += bytes.len() as u64;
+                input.charge(bytes.len() as u64);
                 w.append(bytes)?;
             } else {
                 let new_horizon =
@@ -431,6 +447,7 @@ fn clean_group(
                 }
                 let rebuilt = records::rebuild(&h, &kept, new_horizon.or(f.delete_horizon_ms));
                 out.bytes_written += rebuilt.len() as u64;
+                input.charge(rebuilt.len() as u64);
                 w.append(&rebuilt)?;
             }
         }

@@ -12,6 +12,7 @@
 //! * [`offset_map`]: the bounded key → latest offset map (`log.cleaner.dedupe.buffer.size`):
 //!   a cleaning covers as much of the dirty section as its map holds.
 //! * [`records`]: records of a batch, and batches rebuilt from what is kept.
+//! * [`throttle`]: the cleaners' shared I/O limit (`log.cleaner.io.max.bytes.per.second`).
 //! * [`clean`]: one cleaning's I/O, writing `.cleaned` segments without the log's lock; the
 //!   log swaps them in (`Log::swap_cleaned`, crash-safe through `.swap` files).
 //!
@@ -22,6 +23,7 @@ pub mod clean;
 pub mod decide;
 pub mod offset_map;
 pub mod records;
+pub mod throttle;
 
 pub use clean::{CleanInput, CleanOutcome, CleanedSegment, SegmentSnapshot};
 pub use decide::{Candidate, CompactionConfig, LastRecord};

@@ -69,6 +69,7 @@ fn input(log: &Log, first_dirty: i64, now: i64) -> CleanInput {
         segment_index_bytes: log.config().segment_index_bytes,
         index_interval_bytes: log.config().index_interval_bytes as u64,
         now_ms: now,
+        throttle: None,
     }
 }
 
