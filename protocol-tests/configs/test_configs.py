@@ -464,6 +464,8 @@ def invalid_values():
         ("min.insync.replicas", "0", "Invalid value 0 for configuration min.insync.replicas: "
                                      "Value must be at least 1"),
         ("no.such.config", "1", "Unknown topic config name: no.such.config"),
+        ("segment.bytes", "1024", "Invalid value 1024 for configuration segment.bytes: "
+                                  "Value must be at least 1048576"),
     ]:
         res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
             ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])

@@ -79,7 +79,7 @@ fn kill9_during_cleaning_leaves_old_or_new_segments() {
             1,
             &[
                 ("cleanup.policy", "compact"),
-                ("segment.bytes", "65536"),
+                ("internal.segment.bytes", "65536"),
                 ("min.cleanable.dirty.ratio", "0.01"),
             ],
         ),

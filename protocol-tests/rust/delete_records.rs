@@ -102,7 +102,7 @@ fn fetch_error(c: &mut Client, topic: &str, offset: i64) -> i16 {
 fn every_version_moves_the_log_start_and_it_survives_restarts() {
     let mut b = TestBroker::start(&[]);
     let mut c = b.connect();
-    create(&mut c, TOPIC, &[("segment.bytes", "1024")]);
+    create(&mut c, TOPIC, &[("internal.segment.bytes", "1024")]);
     produce_records(&mut c, TOPIC, 40);
     let bases = segment_bases(&b, TOPIC);
     assert!(bases.len() >= 4, "several segments: {bases:?}");
@@ -195,7 +195,7 @@ fn in_a_cluster_the_answer_waits_for_the_followers() {
     let wait = Duration::from_secs(40);
     let mut c = TestCluster::start(3, &[]);
     let mut admin = c.connect(0);
-    let req = create_topic_request(TOPIC, 1, 3, &[("segment.bytes", "1024")]);
+    let req = create_topic_request(TOPIC, 1, 3, &[("internal.segment.bytes", "1024")]);
     let resp: CreateTopicsResponse = admin.call(ApiKey::CreateTopics, 7, &req);
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
     let mut leader = -1;

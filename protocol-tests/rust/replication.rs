@@ -359,7 +359,7 @@ fn checkpoints_are_written_and_bound_recovery_after_kill9() {
     );
     let mut c = b.connect();
     // Small segments: ten batches of ~1.1 KB roll every two or three batches.
-    create(&mut c, "cp", 2, &[("segment.bytes", "2500")]);
+    create(&mut c, "cp", 2, &[("internal.segment.bytes", "2500")]);
     let value = vec![b'v'; 1000];
     for i in 0..10 {
         produce(&mut c, "cp", 0, -1, 5000, record_batch(&[&value], i));

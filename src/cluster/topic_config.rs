@@ -23,6 +23,7 @@ const TOPIC_CONFIGS: &[(&str, bool)] = &[
     ("flush.ms", true),
     ("follower.replication.throttled.replicas", false),
     ("index.interval.bytes", true),
+    ("internal.segment.bytes", true),
     ("leader.replication.throttled.replicas", false),
     ("local.retention.bytes", false),
     ("local.retention.ms", false),
@@ -51,6 +52,9 @@ const TOPIC_CONFIGS: &[(&str, bool)] = &[
     ("segment.ms", true),
     ("unclean.leader.election.enable", false),
 ];
+
+/// The smallest `segment.bytes` (and `log.segment.bytes`) Kafka 4 accepts.
+pub const MIN_SEGMENT_BYTES: i64 = 1024 * 1024;
 
 pub fn is_topic_config(name: &str) -> bool {
     TOPIC_CONFIGS.iter().any(|(n, _)| *n == name)
@@ -123,7 +127,8 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         "retention.ms" | "retention.bytes" | "local.retention.ms" | "local.retention.bytes" => {
             int(-2)
         }
-        "segment.bytes" => int(14),
+        "segment.bytes" => int(MIN_SEGMENT_BYTES),
+        "internal.segment.bytes" => int(i32::MIN.into()),
         "segment.ms" | "flush.messages" | "flush.ms" | "min.insync.replicas" => int(1),
         "segment.index.bytes" => int(4),
         "max.message.bytes" | "index.interval.bytes" => int(0),
@@ -224,9 +229,19 @@ fn get<T: std::str::FromStr>(cfg: &BTreeMap<String, String>, key: &str) -> Optio
     cfg.get(key).and_then(|v| v.parse().ok())
 }
 
+/// `internal.segment.bytes` (Kafka's undocumented topic config for tests: any INT is
+/// accepted; below a batch header's size, every batch gets a segment of its own) over
+/// `segment.bytes` over the broker's.
+fn segment_bytes(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> u64 {
+    match get::<i64>(topic, "internal.segment.bytes") {
+        Some(v) => v.max(crate::log::batch::HEADER_SIZE as i64) as u64,
+        None => get(topic, "segment.bytes").unwrap_or(broker.log_segment_bytes),
+    }
+}
+
 pub fn effective(broker: &BrokerConfig, topic: &BTreeMap<String, String>) -> EffectiveTopicConfig {
     let log = LogConfig {
-        segment_bytes: get(topic, "segment.bytes").unwrap_or(broker.log_segment_bytes),
+        segment_bytes: segment_bytes(broker, topic),
         roll_ms: get(topic, "segment.ms").unwrap_or(broker.log_roll_ms),
         index_interval_bytes: get(topic, "index.interval.bytes")
             .unwrap_or(broker.log_index_interval_bytes),
@@ -430,6 +445,7 @@ const DESCRIBE_TABLE: &[(&str, i8, &[&str], &str)] = {
             "604800000",
         ),
         ("segment.bytes", INT, &["log.segment.bytes"], "1073741824"),
+        ("internal.segment.bytes", INT, &[], ""),
         (
             "segment.index.bytes",
             INT,
@@ -477,10 +493,12 @@ pub fn topic_config_of_broker_key(key: &str) -> Option<&'static str> {
         .map(|(n, ..)| *n)
 }
 
-/// Kafka-4-removed configs still accepted for old clients: described only when set.
-const REMOVED_IN_KAFKA_4: &[&str] = &[
+/// Configs described only when a topic sets them: the Kafka-4-removed ones still accepted for
+/// old clients, and the internal one for tests.
+const DESCRIBED_WHEN_SET: &[&str] = &[
     "message.downconversion.enable",
     "message.timestamp.difference.max.ms",
+    "internal.segment.bytes",
 ];
 
 /// The broker-level value a topic config falls back to (`broker` is the merged configuration).
@@ -522,7 +540,7 @@ pub fn describe(broker: &BrokerDefaults, topic: &BTreeMap<String, String>) -> Ve
     let mut out = Vec::new();
     for &(name, config_type, broker_keys, default) in DESCRIBE_TABLE {
         let own = topic.get(name);
-        if own.is_none() && REMOVED_IN_KAFKA_4.contains(&name) {
+        if own.is_none() && DESCRIBED_WHEN_SET.contains(&name) {
             continue;
         }
         let mut synonyms = Vec::new();
@@ -584,6 +602,9 @@ mod tests {
     fn every_described_config_can_be_set() {
         for (name, _, _, default) in DESCRIBE_TABLE {
             assert!(is_topic_config(name), "{name} is described but refused");
+            if default.is_empty() && DESCRIBED_WHEN_SET.contains(name) {
+                continue;
+            }
             assert_eq!(
                 validate(name, default),
                 Ok(()),
@@ -591,6 +612,36 @@ mod tests {
             );
         }
         assert_eq!(DESCRIBE_TABLE.len(), TOPIC_CONFIGS.len());
+    }
+
+    #[test]
+    fn segment_bytes_is_at_least_a_mebibyte_unless_internal() {
+        assert_eq!(
+            validate("segment.bytes", "1024"),
+            Err("Invalid value 1024 for configuration segment.bytes: Value must be at least 1048576".into())
+        );
+        assert_eq!(validate("segment.bytes", "1048576"), Ok(()));
+        for v in ["1024", "0", "-1"] {
+            assert_eq!(validate("internal.segment.bytes", v), Ok(()), "{v}");
+        }
+        assert!(validate("internal.segment.bytes", "4294967296").is_err());
+        let broker = BrokerConfig::from_pairs(Vec::<(String, String)>::new()).unwrap();
+        let mut topic = BTreeMap::new();
+        topic.insert("segment.bytes".to_string(), "2097152".to_string());
+        assert_eq!(effective(&broker, &topic).log.segment_bytes, 2_097_152);
+        topic.insert("internal.segment.bytes".to_string(), "1024".to_string());
+        assert_eq!(effective(&broker, &topic).log.segment_bytes, 1024);
+        topic.insert("internal.segment.bytes".to_string(), "-1".to_string());
+        assert_eq!(
+            effective(&broker, &topic).log.segment_bytes,
+            crate::log::batch::HEADER_SIZE as u64
+        );
+        let described = |t: &BTreeMap<String, String>| {
+            let d = BrokerDefaults::new(std::sync::Arc::new(broker.clone()), Default::default());
+            describe(&d, t).iter().any(|c| c.name == "internal.segment.bytes")
+        };
+        assert!(described(&topic));
+        assert!(!described(&BTreeMap::new()));
     }
 
     #[test]

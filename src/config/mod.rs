@@ -514,7 +514,10 @@ impl BrokerConfig {
             default_replication_factor: p.num_at_least("default.replication.factor", 1)?,
             auto_create_topics_enable: p.boolean("auto.create.topics.enable")?,
             delete_topic_enable: p.boolean("delete.topic.enable")?,
-            log_segment_bytes: p.num_at_least("log.segment.bytes", 14)?,
+            log_segment_bytes: p.num_at_least(
+                "log.segment.bytes",
+                crate::cluster::topic_config::MIN_SEGMENT_BYTES as u64,
+            )?,
             log_roll_ms,
             log_index_interval_bytes: p.num_at_least("log.index.interval.bytes", 0)?,
             log_index_size_max_bytes: p.num_at_least("log.index.size.max.bytes", 4)?,
