@@ -100,6 +100,9 @@ fn fail(msg: &str) -> ! {
 }
 
 async fn run(config: BrokerConfig) -> i32 {
+    // SIGTERM and SIGINT are caught from the start: one that arrives while the broker starts
+    // is answered by a clean shutdown once it has started.
+    let mut signals = Signals::install();
     // Bind first: a port in use is reported before any data is touched.
     let listeners = match server::bind_all(&config.listeners).await {
         Ok(l) => l,
@@ -127,7 +130,7 @@ async fn run(config: BrokerConfig) -> i32 {
     if config.cluster.as_ref().is_some_and(|cc| !cc.roles.broker) {
         let q = quorum.expect("a cluster node has a quorum");
         let id = cluster_id.expect("the quorum agreed on a cluster id");
-        return run_controller_only(&config, q, id).await;
+        return run_controller_only(&config, q, id, &mut signals).await;
     }
     let broker = match Broker::open(config, cluster_id.as_deref()) {
         Ok(b) => b,
@@ -179,7 +182,7 @@ async fn run(config: BrokerConfig) -> i32 {
         bound.join(","),
         advertised,
     );
-    let signal = wait_for_signal().await;
+    let signal = signals.recv().await;
     info!("shutting down");
     if let Some(c) = broker.cluster() {
         // SIGTERM moves this broker's leaderships away first (controlled shutdown).
@@ -227,6 +230,7 @@ async fn run_controller_only(
     config: &BrokerConfig,
     q: node::QuorumHandle,
     cluster_id: String,
+    signals: &mut Signals,
 ) -> i32 {
     let _locks = match sluice::cluster::controller::claim_controller_dirs(config, &cluster_id) {
         Ok(l) => l,
@@ -245,7 +249,7 @@ async fn run_controller_only(
     );
     let stop = tokio_util::sync::CancellationToken::new();
     let run = tokio::spawn(node::run_controller_only(q, cc.clone(), stop.clone()));
-    wait_for_signal().await;
+    signals.recv().await;
     info!("shutting down");
     stop.cancel();
     let _ = run.await;
@@ -253,12 +257,26 @@ async fn run_controller_only(
     0
 }
 
-async fn wait_for_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+/// The shutdown signals, caught from the moment they are installed.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        Signals {
+            term: signal(SignalKind::terminate()).expect("SIGTERM handler"),
+            int: signal(SignalKind::interrupt()).expect("SIGINT handler"),
+        }
+    }
+
+    /// Waits for the first of them; returns its name.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
     }
 }
