@@ -18,6 +18,9 @@
 //! * `offsets`: OffsetCommit, OffsetFetch, OffsetDelete.
 //! * `admin`: DescribeGroups, ListGroups, DeleteGroups, offset expiry.
 //! * `txn`: TxnOffsetCommit and the end of transactions (`complete_txn`).
+//! * `consumer`: ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), the members'
+//!   timers; `migration`: classic members of consumer groups and the conversions between
+//!   classic and consumer groups.
 //!
 //! * `ownership`: in a cluster, which `__consumer_offsets` partitions (and so which groups)
 //!   this broker coordinates.
