@@ -29,6 +29,8 @@ pub mod store;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod migration_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod txn_tests;

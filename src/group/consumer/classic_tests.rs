@@ -267,14 +267,7 @@ fn classic_and_consumer_members_share_the_partitions() {
     assert_eq!(super::heartbeat("g", &g, "a", None, 4), Ok(false));
     // c gets the rest: every partition once.
     let owned = g.members["c"].assigned.clone();
-    let r = Request {
-        version: 1,
-        member_id: "c".into(),
-        member_epoch: 4,
-        rebalance_timeout_ms: -1,
-        owned: Some(owned),
-        ..Default::default()
-    };
+    let r = heartbeat::tests::hb("c", 4, &owned);
     heartbeat::heartbeat("g", &mut g, &r, &topics(), &s, &|| "x".into()).unwrap();
     let c: Vec<i32> = g.members["c"].assigned[&t()].iter().copied().collect();
     let mut all: Vec<i32> = a.iter().chain(&c).copied().collect();

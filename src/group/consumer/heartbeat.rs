@@ -470,7 +470,7 @@ pub fn compute_target(g: &mut ConsumerGroup, topics: &Topics, s: &Settings) {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(in crate::group) mod tests {
     use std::collections::BTreeSet;
 
     use uuid::Uuid;
@@ -499,7 +499,7 @@ pub(super) mod tests {
     }
 
     /// A consumer-protocol member's first heartbeat, subscribed to `t`.
-    pub(in crate::group::consumer) fn join(id: &str) -> Request {
+    pub(in crate::group) fn join(id: &str) -> Request {
         Request {
             version: 1,
             member_id: id.into(),
@@ -511,7 +511,8 @@ pub(super) mod tests {
         }
     }
 
-    fn hb(id: &str, epoch: i32, owned: &Assignment) -> Request {
+    /// A heartbeat of member `id` at `epoch` owning `owned`.
+    pub(in crate::group) fn hb(id: &str, epoch: i32, owned: &Assignment) -> Request {
         Request {
             version: 1,
             member_id: id.into(),
