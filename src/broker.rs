@@ -66,6 +66,12 @@ impl Broker {
                 cleaner,
             }
         });
+        let me = Arc::downgrade(&broker);
+        broker.groups.set_topics_source(Box::new(move || {
+            me.upgrade()
+                .map(|b| crate::api::consumer_group_heartbeat::topics(&b))
+                .unwrap_or_default()
+        }));
         // On one node, groups and offsets are loaded before anything is served. In a cluster
         // each `__consumer_offsets` partition is loaded when this broker becomes its leader.
         if !clustered {

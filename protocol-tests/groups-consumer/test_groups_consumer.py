@@ -138,10 +138,18 @@ class Member:
         self.proc.wait(10)
 
 
-def java_member(group, topics, label, *props):
+def java_member(group, topics, label, *props, protocol="consumer"):
     argv = ["timeout", "-k", "5", "300", "java", "-Xmx256m", "-cp", MEMBER_CP,
-            "sluice.ConsumerMember", BOOTSTRAP, group, "consumer", topics] + list(props)
+            "sluice.ConsumerMember", BOOTSTRAP, group, protocol, topics] + list(props)
     return Member(argv, label)
+
+
+# A classic member's session and heartbeats, as the consumer-protocol members' (broker-overrides).
+CLASSIC = ("session.timeout.ms=10000", "heartbeat.interval.ms=1000")
+
+
+def classic_member(group, topics, label, *props):
+    return java_member(group, topics, label, *(CLASSIC + props), protocol="classic")
 
 
 def ck_member(group, topics, label, *props):
@@ -234,6 +242,27 @@ def java_regex():
     try:
         want = {"%s-%d" % (t, p) for t in (t1, t2) for p in range(2)}
         wait_until(lambda: m.owned() == want, T, "the partitions of both matching topics")
+        check(not m.errors, "member errors: %s" % m.errors)
+    finally:
+        m.stop()
+
+
+@S.scenario("java-regex-new-topic", timeout=150)
+def java_regex_new_topic():
+    """A topic created after the member joined with a regex, matching it, is assigned to the
+    member without the member changing its subscription (Kafka re-resolves a group's regexes
+    at a heartbeat once the metadata has new topics)."""
+    base = name("rxn")
+    t1 = create_topic(base + "-a", 2)
+    group = name("rxn")
+    m = java_member(group, "--regex=" + base.replace("-", "\\-") + "\\-.*", "rxn")
+    try:
+        wait_until(lambda: m.owned() == {"%s-%d" % (t1, p) for p in range(2)}, T,
+                   "the partitions of the matching topic")
+        t2 = create_topic(base + "-b", 3)
+        want = {"%s-%d" % (t, p) for t, n in ((t1, 2), (t2, 3)) for p in range(n)}
+        wait_until(lambda: m.owned() == want, T,
+                   "the partitions of the topic created later too")
         check(not m.errors, "member errors: %s" % m.errors)
     finally:
         m.stop()
@@ -387,6 +416,89 @@ def consumer_groups_tool():
             check(topic in l, "a member line shows its assignment: %s" % l)
     finally:
         stop_all(ms)
+
+
+def group_type(group):
+    """The group's type and state as ListGroups shows them (None if not listed)."""
+    for g in admin().list_consumer_groups().result(30).valid:
+        if g.group_id == group:
+            return (g.type.name, g.state.name)
+    return None
+
+
+def disjoint(members):
+    owned = [m.owned() or frozenset() for m in members]
+    seen = [p for o in owned for p in o]
+    return len(seen) == len(set(seen))
+
+
+def read_once(group, topic, members, n):
+    """The members (of a group on a 6-partition topic) committed n records and read each once."""
+    wait_until(lambda: sum(committed(group, topic, 6).values()) >= n, T,
+               "the commits of %d records" % n)
+    # each member reports READ after its commitSync returns: wait for those lines too
+    wait_until(lambda: sum(m.read for m in members) >= n, T, "the members' READ lines")
+    check(sum(m.read for m in members) == n, "%d records read once: %s" % (
+        n, [m.read for m in members]))
+
+
+@S.scenario("mixed-group", timeout=300)
+def mixed_group():
+    """A running classic group (a Java classic member) is upgraded when a consumer-protocol
+    member joins; both share the partitions and read every record once; when the
+    consumer-protocol member leaves the group is classic again and the classic member takes
+    every partition."""
+    topic = create_topic(name("mixed"), 6)
+    group = name("mixed")
+    produce(topic, 300, 6)
+    a = classic_member(group, topic, "mixed-classic")
+    b = None
+    try:
+        wait_until(lambda: a.owned() is not None and len(a.owned()) == 6, T,
+                   "the classic member to own the 6 partitions")
+        check(group_type(group) == ("CLASSIC", "STABLE"), "a classic group: %s" % (
+            group_type(group),))
+        b = java_member(group, topic, "mixed-consumer")
+        try:
+            wait_until(lambda: balanced([a, b], topic, 6), T,
+                       "the classic and the consumer-protocol member to share 6 partitions")
+        except AssertionError as e:
+            raise AssertionError("%s; classic: %s; consumer: %s" % (e, a.state(), b.state()))
+        info("shared: classic %s, consumer %s" % (sorted(a.owned()), sorted(b.owned())))
+        check(len(a.owned()) == 3 and len(b.owned()) == 3, "3 partitions each")
+        listed = wait_until(lambda: (lambda t: t if t and t[0] == "CONSUMER" else None)(
+            group_type(group)), T, "the group listed as a consumer group")
+        info("listed as %s" % (listed,))
+        members = groups_tool("--describe", "--group", group, "--members", "--verbose")
+        lines = [l for l in members.splitlines() if l.startswith(group)]
+        check(len(lines) == 2, "two member lines: %s" % lines)
+        # the last column (UPGRADED) says which member uses the consumer protocol
+        check(sorted(l.split()[-1] for l in lines) == ["false", "true"],
+              "one classic and one consumer-protocol member: %s" % lines)
+        produce(topic, 300, 6)
+        read_once(group, topic, [a, b], 600)
+        check(disjoint([a, b]), "no partition owned by both: %s %s" % (a.owned(), b.owned()))
+        check(sum(committed(group, topic, 6).values()) == 600, "600 committed")
+        b.stop()
+        check(b.closed, "the consumer-protocol member closed")
+        wait_until(lambda: a.owned() is not None and len(a.owned()) == 6, T,
+                   "the classic member to own the 6 partitions again")
+        wait_until(lambda: group_type(group) == ("CLASSIC", "STABLE"), T,
+                   "the group listed as a stable classic group again")
+        described = groups_tool("--describe", "--group", group, "--members")
+        lines = [l for l in described.splitlines() if l.startswith(group)]
+        check(len(lines) == 1 and lines[0].split()[-1] == "6",
+              "one member line, with 6 partitions: %s" % lines)
+        state = groups_tool("--describe", "--group", group, "--state")
+        lines = [l.split() for l in state.splitlines() if l.startswith(group)]
+        check(len(lines) == 1 and "Stable" in lines[0] and "range" in lines[0],
+              "a Stable classic group with the range assignor: %s" % lines)
+        produce(topic, 60, 6)
+        read_once(group, topic, [a, b], 660)
+        check(not a.errors and not b.errors, "member errors: %s %s" % (a.errors, b.errors))
+        check(a.fenced == 0 and b.fenced == 0, "no commit refused: %d %d" % (a.fenced, b.fenced))
+    finally:
+        stop_all([m for m in (a, b) if m])
 
 
 if __name__ == "__main__":

@@ -83,7 +83,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     dm.subscribed_topic_regex = m.subscribed_regex.clone().map(sb);
                     dm.assignment = assignment(&b, &m.assigned);
                     dm.target_assignment = assignment(&b, g.target.get(&m.id).unwrap_or(&empty));
-                    dm.member_type = 1;
+                    // KIP-1099: 0 = classic protocol, 1 = consumer protocol.
+                    dm.member_type = if m.classic.is_some() { 0 } else { 1 };
                     d.members.push(dm);
                 }
                 if req.include_authorized_operations {

@@ -149,6 +149,7 @@ pub const ACTED: &[&str] = &[
     "group.consumer.max.session.timeout.ms",
     "group.consumer.max.size",
     "group.consumer.min.heartbeat.interval.ms",
+    "group.consumer.migration.policy",
     "group.consumer.min.session.timeout.ms",
     "group.consumer.session.timeout.ms",
     "group.initial.rebalance.delay.ms",

@@ -128,6 +128,8 @@ pub struct GroupConsumerSettings {
     /// `group.consumer.assignors`: names of built-in assignors, the first the default.
     pub assignors: Vec<String>,
     pub max_size: usize,
+    /// `group.consumer.migration.policy`.
+    pub migration: crate::group::consumer::classic::MigrationPolicy,
 }
 
 impl GroupConsumerSettings {
@@ -188,11 +190,20 @@ impl GroupConsumerSettings {
             return Err(p.err(key, "must name at least one assignor"));
         }
         let max_size: i32 = p.num_at_least("group.consumer.max.size", 1)?;
+        let key = "group.consumer.migration.policy";
+        let Some(migration) = crate::group::consumer::classic::MigrationPolicy::parse(p.get(key))
+        else {
+            return Err(p.err(
+                key,
+                "String must be one of (case insensitive): BIDIRECTIONAL, UPGRADE, DOWNGRADE, DISABLED",
+            ));
+        };
         Ok(GroupConsumerSettings {
             session_timeout_ms: session,
             heartbeat_interval_ms: heartbeat,
             assignors,
             max_size: max_size as usize,
+            migration,
         })
     }
 }

@@ -18,6 +18,9 @@
 //! * `offsets`: OffsetCommit, OffsetFetch, OffsetDelete.
 //! * `admin`: DescribeGroups, ListGroups, DeleteGroups, offset expiry.
 //! * `txn`: TxnOffsetCommit and the end of transactions (`complete_txn`).
+//! * `consumer`: ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), the members'
+//!   timers; `migration`: classic members of consumer groups and the conversions between
+//!   classic and consumer groups.
 //!
 //! * `ownership`: in a cluster, which `__consumer_offsets` partitions (and so which groups)
 //!   this broker coordinates.
@@ -28,6 +31,7 @@
 mod admin;
 mod consumer;
 mod membership;
+mod migration;
 mod offsets;
 pub mod ownership;
 mod txn;
@@ -77,6 +81,7 @@ pub struct ConsumerConfig {
     pub heartbeat_interval_ms: i32,
     pub assignors: Vec<String>,
     pub max_size: usize,
+    pub migration: crate::group::consumer::classic::MigrationPolicy,
 }
 
 impl ConsumerConfig {
@@ -84,6 +89,7 @@ impl ConsumerConfig {
         crate::group::consumer::heartbeat::Settings {
             assignors: self.assignors.clone(),
             max_size: self.max_size,
+            migration: self.migration,
         }
     }
 }
@@ -96,6 +102,7 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 5_000,
             assignors: vec!["uniform".to_string(), "range".to_string()],
             max_size: i32::MAX as usize,
+            migration: crate::group::consumer::classic::MigrationPolicy::Bidirectional,
         }
     }
 }
@@ -114,15 +121,21 @@ impl GroupConfig {
                 heartbeat_interval_ms: c.group_consumer.heartbeat_interval_ms,
                 assignors: c.group_consumer.assignors.clone(),
                 max_size: c.group_consumer.max_size,
+                migration: c.group_consumer.migration,
             },
         }
     }
 }
 
+/// Where the coordinator reads the cluster's topics (consumer groups' assignments).
+pub type TopicsSource = Box<dyn Fn() -> crate::group::consumer::Topics + Send + Sync>;
+
 pub struct Coordinator {
     cfg: GroupConfig,
     groups: Mutex<Groups>,
     log: Arc<dyn OffsetsLog>,
+    /// Set once by the broker; without it (unit tests) there are no topics.
+    topics: std::sync::OnceLock<TopicsSource>,
 }
 
 /// The group map and, in a cluster, the partitions it covers: one lock, so a group is in the
@@ -184,7 +197,18 @@ impl Coordinator {
                 txns: HashMap::new(),
             }),
             log,
+            topics: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Tells the coordinator where the cluster's topics are read.
+    pub fn set_topics_source(&self, source: TopicsSource) {
+        let _ = self.topics.set(source);
+    }
+
+    /// The cluster's topics as consumer groups see them.
+    fn topics(&self) -> crate::group::consumer::Topics {
+        self.topics.get().map(|f| f()).unwrap_or_default()
     }
 
     pub fn config(&self) -> &GroupConfig {

@@ -2,9 +2,12 @@
 //! `__consumer_offsets`.
 //!
 //! * `coordinator`: the coordinator (group map, one lock per group, loading); its submodules
-//!   `membership` (joins, syncs, heartbeats, leaves, rebalance and session timers), `offsets`
+//!   `membership` (joins, syncs, heartbeats, leaves, rebalance and session timers),
+//!   `consumer` (ConsumerGroupHeartbeat), `migration` (classic members in consumer groups,
+//!   upgrades and downgrades), `offsets`
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
-//! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats (pure).
+//! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats, classic
+//!   members and the conversions between classic and consumer groups (pure).
 //! * `state`: a group's data (state, members, generation, offsets).
 //! * `offset_state`: a group's committed offsets and those pending in open transactions.
 //! * `records`: the `__consumer_offsets` key and value schemas.
@@ -25,6 +28,8 @@ pub mod store;
 
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod migration_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

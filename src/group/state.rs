@@ -35,6 +35,23 @@ impl State {
     }
 }
 
+/// A JoinGroup request.
+pub struct JoinParams {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED.
+    pub require_known_member_id: bool,
+    /// JoinGroup v9+: a rejoining static leader may be told to skip the assignment.
+    pub supports_skip_assignment: bool,
+}
+
 /// What a JoinGroup request is answered with.
 #[derive(Debug, Clone, Default)]
 pub struct JoinResult {
@@ -177,6 +194,21 @@ pub struct MemberTimer {
     pub session_deadline: Instant,
     /// Set while the member must revoke partitions: it is removed if it has not by then.
     pub revoke_deadline: Option<Instant>,
+    /// A classic member told to join again (REBALANCE_IN_PROGRESS) is removed if its
+    /// JoinGroup has not come by then (its rebalance timeout).
+    pub join_deadline: Option<Instant>,
+    /// A classic member that joined is removed if its SyncGroup has not come by then.
+    pub sync_deadline: Option<Instant>,
+}
+
+impl MemberTimer {
+    /// The earliest of its deadlines.
+    pub fn next_deadline(&self) -> Instant {
+        [self.revoke_deadline, self.join_deadline, self.sync_deadline]
+            .into_iter()
+            .flatten()
+            .fold(self.session_deadline, Instant::min)
+    }
 }
 
 impl Group {
@@ -219,29 +251,13 @@ impl Group {
                 .any(|(n, _)| self.members.values().all(|m| m.supports(n)))
     }
 
-    /// Kafka's `selectProtocol`: among the protocols every member supports, each member votes
-    /// for its most preferred one; most votes wins (ties: the leader's preference order).
+    /// Kafka's `selectProtocol` over the members in join order.
     pub fn select_protocol(&self) -> Option<String> {
         let mut ordered: Vec<&Member> = self.members.values().collect();
         ordered.sort_by_key(|m| m.seq);
-        let first = ordered.first()?;
-        let candidates: Vec<&String> = first
-            .protocols
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| ordered.iter().all(|m| m.supports(n)))
-            .collect();
-        let mut votes: HashMap<&String, usize> = HashMap::new();
-        for m in &ordered {
-            if let Some((n, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(&n)) {
-                *votes.entry(n).or_default() += 1;
-            }
-        }
-        let best = votes.values().copied().max()?;
-        candidates
-            .into_iter()
-            .find(|n| votes.get(n) == Some(&best))
-            .cloned()
+        let protocols: Vec<&[(String, Bytes)]> =
+            ordered.iter().map(|m| m.protocols.as_slice()).collect();
+        select_protocol(&protocols)
     }
 
     pub fn all_joined(&self) -> bool {
@@ -404,6 +420,30 @@ impl Group {
                 .collect(),
         }
     }
+}
+
+/// Kafka's `selectProtocol`: among the protocols every member supports, each member votes
+/// for its most preferred one; most votes wins (ties: the first member's preference order).
+/// Each member's protocols are (name, metadata) in its order of preference.
+pub fn select_protocol(members: &[&[(String, Bytes)]]) -> Option<String> {
+    let supports = |ps: &[(String, Bytes)], n: &str| ps.iter().any(|(p, _)| p == n);
+    let first = members.first()?;
+    let candidates: Vec<&String> = first
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| members.iter().all(|m| supports(m, n)))
+        .collect();
+    let mut votes: HashMap<&String, usize> = HashMap::new();
+    for m in members {
+        if let Some((n, _)) = m.iter().find(|(n, _)| candidates.contains(&n)) {
+            *votes.entry(n).or_default() += 1;
+        }
+    }
+    let best = votes.values().copied().max()?;
+    candidates
+        .into_iter()
+        .find(|n| votes.get(n) == Some(&best))
+        .cloned()
 }
 
 /// The topics of a ConsumerProtocolSubscription (every version starts with v0's fields:

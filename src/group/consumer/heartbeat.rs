@@ -39,6 +39,8 @@ pub struct Settings {
     pub assignors: Vec<String>,
     /// `group.consumer.max.size`.
     pub max_size: usize,
+    /// `group.consumer.migration.policy`.
+    pub migration: super::classic::MigrationPolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,8 +70,14 @@ pub enum Outcome {
         assignment: Option<Assignment>,
         revoking: bool,
     },
-    /// The member left (epoch -1) or, static, left for now (-2).
-    Left { member_id: String, epoch: i32 },
+    /// The member left (epoch -1) or, static, left for now (-2). With `downgrade` the member
+    /// is still in the group: it was the last consumer-protocol member, the others use the
+    /// classic protocol, and the group becomes classic without it.
+    Left {
+        member_id: String,
+        epoch: i32,
+        downgrade: bool,
+    },
 }
 
 /// Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`.
@@ -136,7 +144,12 @@ pub fn validate(group_id: &str, r: &Request, s: &Settings) -> Result<(), Error> 
 }
 
 /// A member leaving (epoch -1 or -2).
-pub fn leave(group_id: &str, g: &mut ConsumerGroup, r: &Request) -> Result<Outcome, Error> {
+pub fn leave(
+    group_id: &str,
+    g: &mut ConsumerGroup,
+    r: &Request,
+    s: &Settings,
+) -> Result<Outcome, Error> {
     let member_id = match &r.instance_id {
         None => {
             if !g.members.contains_key(&r.member_id) {
@@ -164,12 +177,17 @@ pub fn leave(group_id: &str, g: &mut ConsumerGroup, r: &Request) -> Result<Outco
         return Ok(Outcome::Left {
             member_id,
             epoch: LEAVE_STATIC_EPOCH,
+            downgrade: false,
         });
     }
-    g.remove_member(&member_id);
+    let downgrade = super::classic::downgrades_without(g, &member_id, s);
+    if !downgrade {
+        g.remove_member(&member_id);
+    }
     Ok(Outcome::Left {
         member_id,
         epoch: LEAVE_EPOCH,
+        downgrade,
     })
 }
 
@@ -230,7 +248,7 @@ pub fn heartbeat(
     new_id: &dyn Fn() -> String,
 ) -> Result<Outcome, Error> {
     if r.member_epoch < 0 {
-        return leave(group_id, g, r);
+        return leave(group_id, g, r, s);
     }
     let joining = r.member_epoch == 0;
     let mut member_id = if r.member_id.is_empty() {
@@ -239,8 +257,8 @@ pub fn heartbeat(
         r.member_id.clone()
     };
     let mut bump = false;
-    let mut full = joining;
-    let mut member = match &r.instance_id {
+    let full = joining;
+    let member = match &r.instance_id {
         None => match g.members.get(&member_id) {
             Some(m) => {
                 if !joining {
@@ -311,6 +329,22 @@ pub fn heartbeat(
             ),
         ));
     }
+    Ok(apply(g, member, r, bump, full, topics, s))
+}
+
+/// The member's fields from the request, the group epoch bump if its subscription (or the
+/// group's subscribed topics) changed, a new target assignment if the group epoch passed the
+/// assignment epoch, and the member's reconciliation step with the partitions it owns.
+pub(super) fn apply(
+    g: &mut ConsumerGroup,
+    mut member: Member,
+    r: &Request,
+    mut bump: bool,
+    mut full: bool,
+    topics: &Topics,
+    s: &Settings,
+) -> Outcome {
+    let member_id = member.id.clone();
     // Fields the request carries replace the member's.
     if r.rack_id.is_some() {
         member.rack_id.clone_from(&r.rack_id);
@@ -376,12 +410,12 @@ pub fn heartbeat(
     let send = full || changed || r.owned.as_ref().is_some_and(|o| !same(o, &next.assigned));
     let assignment = send.then(|| next.assigned.clone());
     g.members.insert(member_id.clone(), next);
-    Ok(Outcome::Member {
+    Outcome::Member {
         member_id,
         epoch,
         assignment,
         revoking,
-    })
+    }
 }
 
 fn same(a: &Assignment, b: &Assignment) -> bool {
@@ -436,7 +470,7 @@ pub fn compute_target(g: &mut ConsumerGroup, topics: &Topics, s: &Settings) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::group) mod tests {
     use std::collections::BTreeSet;
 
     use uuid::Uuid;
@@ -444,7 +478,8 @@ mod tests {
     use super::super::TopicMeta;
     use super::*;
 
-    fn topics() -> Topics {
+    /// One topic `t` of 4 partitions.
+    pub(in crate::group::consumer) fn topics() -> Topics {
         Topics::from([(
             "t".to_string(),
             TopicMeta {
@@ -459,10 +494,12 @@ mod tests {
         Settings {
             assignors: vec!["uniform".into(), "range".into()],
             max_size: 3,
+            migration: super::super::classic::MigrationPolicy::Bidirectional,
         }
     }
 
-    fn join(id: &str) -> Request {
+    /// A consumer-protocol member's first heartbeat, subscribed to `t`.
+    pub(in crate::group) fn join(id: &str) -> Request {
         Request {
             version: 1,
             member_id: id.into(),
@@ -474,7 +511,8 @@ mod tests {
         }
     }
 
-    fn hb(id: &str, epoch: i32, owned: &Assignment) -> Request {
+    /// A heartbeat of member `id` at `epoch` owning `owned`.
+    pub(in crate::group) fn hb(id: &str, epoch: i32, owned: &Assignment) -> Request {
         Request {
             version: 1,
             member_id: id.into(),
@@ -628,7 +666,8 @@ mod tests {
             run(&mut g, &leave).unwrap(),
             Outcome::Left {
                 member_id: "a1".into(),
-                epoch: -2
+                epoch: -2,
+                downgrade: false,
             }
         );
         let epoch_before = g.group_epoch;

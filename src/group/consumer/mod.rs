@@ -8,8 +8,11 @@
 //! * `reconcile`: a member's way from its current assignment to its target, one heartbeat at a
 //!   time (a partition goes to its new owner only once the previous owner has revoked it).
 //! * `heartbeat`: ConsumerGroupHeartbeat's validation, joins, leaves and epochs.
+//! * `classic`: classic-protocol members of consumer groups, and the conversions between
+//!   classic and consumer groups (online upgrade and downgrade).
 
 pub mod assignor;
+pub mod classic;
 pub mod heartbeat;
 pub mod reconcile;
 
@@ -74,6 +77,8 @@ pub struct Member {
     pub previous_epoch: i32,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// Set for a member that uses the classic protocol (JoinGroup, SyncGroup, Heartbeat).
+    pub classic: Option<classic::ClassicMember>,
 }
 
 impl Member {
@@ -93,6 +98,19 @@ impl Member {
             previous_epoch: 0,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            classic: None,
+        }
+    }
+
+    /// Kafka's `validateMemberEpoch` for offset requests: a classic member gives its
+    /// generation (ILLEGAL_GENERATION when it is not its epoch), a consumer-protocol member
+    /// its epoch (STALE_MEMBER_EPOCH).
+    fn check_epoch(&self, received: i32) -> Result<(), i16> {
+        use kafka_protocol::ResponseError as E;
+        match (received == self.epoch, self.classic.is_some()) {
+            (true, _) => Ok(()),
+            (false, true) => Err(E::IllegalGeneration.code()),
+            (false, false) => Err(E::StaleMemberEpoch.code()),
         }
     }
 
@@ -235,13 +253,10 @@ impl ConsumerGroup {
         let Some(m) = self.members.get(member_id) else {
             return Err(E::UnknownMemberId.code());
         };
-        if !transactional && version < 9 {
+        if !transactional && m.classic.is_none() && version < 9 {
             return Err(E::UnsupportedVersion.code());
         }
-        if member_epoch != m.epoch {
-            return Err(E::StaleMemberEpoch.code());
-        }
-        Ok(())
+        m.check_epoch(member_epoch)
     }
 
     /// Kafka's `ConsumerGroup.validateOffsetFetch`: without a member id and epoch (admin
@@ -261,9 +276,6 @@ impl ConsumerGroup {
         let Some(m) = self.members.get(id) else {
             return Err(E::UnknownMemberId.code());
         };
-        if member_epoch != m.epoch {
-            return Err(E::StaleMemberEpoch.code());
-        }
-        Ok(())
+        m.check_epoch(member_epoch)
     }
 }

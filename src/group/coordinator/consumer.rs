@@ -3,10 +3,14 @@
 //! are `group::consumer`'s.
 //!
 //! A group is created by a join (member epoch 0); an empty classic group (offsets only, or
-//! left by its last member) becomes a consumer group at a join, and an empty consumer group
-//! becomes classic at a JoinGroup. Each member has one timer task: it removes the member when
-//! its session (`group.consumer.session.timeout.ms` from its last heartbeat) expires, or when
-//! it still has not revoked partitions its rebalance timeout after it was asked to.
+//! left by its last member) becomes a consumer group at a join, a non-empty one is upgraded
+//! (`migration`), and an empty consumer group becomes classic at a JoinGroup. Each member has
+//! one timer task: it removes the member when its session (`group.consumer.session.timeout.ms`
+//! from its last heartbeat; a classic member's own session timeout) expires, when it still has
+//! not revoked partitions its rebalance timeout after it was asked to, or, for a classic
+//! member, when its JoinGroup or SyncGroup did not come within its rebalance timeout. A
+//! consumer-protocol member leaving (or removed) last among classic members downgrades the
+//! group to classic.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,12 +110,15 @@ impl Coordinator {
         if g.state == State::Dead {
             return Err(code(E::CoordinatorNotAvailable.code()));
         }
-        if g.consumer.is_none() {
-            if !g.members.is_empty() {
+        if g.consumer.is_none() && !g.members.is_empty() {
+            if r.member_epoch != 0 {
                 return Err(not_found(format!(
                     "Group {group_id} is not a consumer group."
                 )));
             }
+            self.upgrade(&cell, &mut g, topics)?;
+        }
+        if g.consumer.is_none() {
             if r.member_epoch != 0 {
                 return Err(unknown_after_restart(group_id, &r.member_id));
             }
@@ -131,10 +138,17 @@ impl Coordinator {
                 sync_state(&mut g);
                 return Err(e);
             }
-            Ok(Outcome::Left { member_id, epoch }) => {
+            Ok(Outcome::Left {
+                member_id,
+                epoch,
+                downgrade,
+            }) => {
                 if epoch != crate::group::consumer::LEAVE_STATIC_EPOCH {
                     side.timers.remove(&member_id);
                     info!(group = %gid, member = %member_id, "member left");
+                }
+                if downgrade {
+                    self.downgrade(&cell, &mut g, &member_id, topics).await;
                 }
                 HeartbeatAnswer {
                     member_id,
@@ -175,6 +189,8 @@ impl Coordinator {
                                 session_deadline: session,
                                 revoke_deadline: revoking
                                     .then(|| now + Duration::from_millis(rebalance_ms)),
+                                join_deadline: None,
+                                sync_deadline: None,
                             },
                         );
                         Some(seq)
@@ -195,8 +211,34 @@ impl Coordinator {
         Ok(answer)
     }
 
+    /// A new timer for a member of the consumer group in `g` (whose lock the caller holds),
+    /// replacing any it had.
+    pub(super) fn start_consumer_timer(
+        self: &Arc<Self>,
+        cell: &Arc<GroupCell>,
+        g: &mut Group,
+        id: &str,
+        session: Duration,
+    ) {
+        let Some(side) = g.consumer.as_mut() else {
+            return;
+        };
+        let seq = TIMER_SEQ.fetch_add(1, Ordering::Relaxed);
+        side.timers.insert(
+            id.to_string(),
+            MemberTimer {
+                seq,
+                session_deadline: Instant::now() + session,
+                revoke_deadline: None,
+                join_deadline: None,
+                sync_deadline: None,
+            },
+        );
+        self.spawn_consumer_timer(cell, id.to_string(), seq);
+    }
+
     fn spawn_consumer_timer(self: &Arc<Self>, cell: &Arc<GroupCell>, id: String, seq: u64) {
-        let cell = cell.clone();
+        let (me, cell) = (self.clone(), cell.clone());
         tokio::spawn(async move {
             loop {
                 let deadline = {
@@ -209,8 +251,7 @@ impl Coordinator {
                     else {
                         return;
                     };
-                    t.revoke_deadline
-                        .map_or(t.session_deadline, |r| r.min(t.session_deadline))
+                    t.next_deadline()
                 };
                 sleep_until(deadline).await;
                 let mut g = cell.lock().await;
@@ -219,36 +260,57 @@ impl Coordinator {
                 let Some(side) = g.consumer.as_mut() else {
                     return;
                 };
-                let Some(t) = side.timers.get(&id).filter(|t| t.seq == seq) else {
+                let Some(t) = side.timers.get_mut(&id).filter(|t| t.seq == seq) else {
                     return;
                 };
-                let expired = now >= t.session_deadline;
-                let unrevoked = t.revoke_deadline.is_some_and(|r| now >= r)
+                let passed = |d: Option<Instant>| d.is_some_and(|d| now >= d);
+                let why = if now >= t.session_deadline {
+                    "session timed out"
+                } else if passed(t.join_deadline) {
+                    "the classic member failed to join within the rebalance timeout"
+                } else if passed(t.sync_deadline) {
+                    "the member failed to sync within timeout"
+                } else if passed(t.revoke_deadline)
                     && side
                         .group
                         .members
                         .get(&id)
-                        .is_some_and(|m| m.state == MemberState::UnrevokedPartitions);
-                if !expired && !unrevoked {
-                    if let Some(t) = side.timers.get_mut(&id)
-                        && t.revoke_deadline.is_some_and(|r| now >= r)
-                    {
+                        .is_some_and(|m| m.state == MemberState::UnrevokedPartitions)
+                {
+                    "did not revoke its partitions within its rebalance timeout"
+                } else {
+                    if passed(t.revoke_deadline) {
                         t.revoke_deadline = None;
                     }
                     continue;
-                }
-                side.timers.remove(&id);
-                side.group.remove_member(&id);
-                let why = if expired {
-                    "session timed out"
-                } else {
-                    "did not revoke its partitions within its rebalance timeout"
                 };
                 info!(group = %gid, member = %id, "{why}: member removed");
-                sync_state(&mut g);
+                me.fence_consumer_member(&cell, &mut g, &id).await;
                 return;
             }
         });
+    }
+
+    /// Removes a member of the consumer group in `g` (its lock held); if it was the last
+    /// consumer-protocol member among classic ones, the group becomes classic instead.
+    pub(super) async fn fence_consumer_member(
+        self: &Arc<Self>,
+        cell: &Arc<GroupCell>,
+        g: &mut Group,
+        id: &str,
+    ) {
+        let settings = self.cfg.consumer.settings();
+        let Some(side) = g.consumer.as_mut() else {
+            return;
+        };
+        side.timers.remove(id);
+        if crate::group::consumer::classic::downgrades_without(&side.group, id, &settings) {
+            let topics = self.topics();
+            self.downgrade(cell, g, id, &topics).await;
+            return;
+        }
+        side.group.remove_member(id);
+        sync_state(g);
     }
 
     /// ConsumerGroupDescribe of one group: its state, or GROUP_ID_NOT_FOUND with Kafka's

@@ -13,27 +13,12 @@ use tracing::{debug, info};
 
 use super::{Coordinator, GroupCell, group_record, session};
 use crate::broker::now_ms;
+pub use crate::group::state::JoinParams;
 use crate::group::state::{Group, JoinResult, Member, State, SyncResult};
 
 /// Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that joins a group for the first
 /// time and never completes the join phase is dropped after this long.
 const NEW_MEMBER_JOIN_TIMEOUT: Duration = Duration::from_secs(300);
-
-pub struct JoinParams {
-    pub group_id: String,
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: i32,
-    pub rebalance_timeout_ms: i32,
-    pub protocol_type: String,
-    pub protocols: Vec<(String, Bytes)>,
-    /// JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED.
-    pub require_known_member_id: bool,
-    /// JoinGroup v9+: a rejoining static leader may be told to skip the assignment.
-    pub supports_skip_assignment: bool,
-}
 
 pub struct SyncParams {
     pub group_id: String,
@@ -94,11 +79,7 @@ impl Coordinator {
                     &p.member_id,
                 ))
             } else if g.consumer.is_some() {
-                // Classic members in a consumer group (KIP-848 migration) are not served.
-                Reply::Now(JoinResult::error(
-                    E::InconsistentGroupProtocol.code(),
-                    &p.member_id,
-                ))
+                Reply::Now(self.classic_join(&cell, &mut g, p))
             } else if p.member_id.is_empty() {
                 self.join_new_member(&cell, &mut g, p).await
             } else {
@@ -379,7 +360,7 @@ impl Coordinator {
         }
     }
 
-    async fn prepare_rebalance(
+    pub(super) async fn prepare_rebalance(
         self: &Arc<Self>,
         cell: &Arc<GroupCell>,
         g: &mut Group,
@@ -588,6 +569,9 @@ impl Coordinator {
         if g.state == State::Dead {
             return err(E::CoordinatorNotAvailable);
         }
+        if g.consumer.is_some() {
+            return Reply::Now(self.classic_sync(g, &p));
+        }
         if g.is_static_fenced(p.instance_id.as_deref(), &p.member_id) {
             return err(E::FencedInstanceId);
         }
@@ -691,6 +675,9 @@ impl Coordinator {
         let mut g = cell.lock().await;
         if g.state == State::Dead {
             return E::CoordinatorNotAvailable.code();
+        }
+        if g.consumer.is_some() {
+            return self.classic_heartbeat(&mut g, member_id, instance_id, generation);
         }
         if g.is_static_fenced(instance_id, member_id) {
             return E::FencedInstanceId.code();
