@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 mod feature_levels;
+mod group_configs;
 mod meta_files;
 mod metadata_file;
 mod topic_configs;
@@ -30,6 +31,7 @@ use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
 use crate::config::dynamic::DynamicConfigs;
+use crate::group::configs::GroupConfigs;
 use crate::log::{DirLock, Log};
 
 /// Most partitions one topic may have. One request must not be able to make the broker
@@ -109,6 +111,9 @@ pub struct Controller {
     unclean_start: bool,
     /// The feature levels set by UpdateFeatures (one node; a cluster keeps them in its image).
     features: RwLock<FeatureLevels>,
+    /// The dynamic group configs (one node: persisted in `sluice-metadata`; a cluster: the
+    /// image's, installed at each reconcile).
+    pub group_configs: Arc<GroupConfigs>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -186,18 +191,21 @@ impl Controller {
             checkpoints: LogDirCheckpoints::load(&config)?,
             unclean_start: !clean,
             features: RwLock::new(FeatureLevels::default()),
+            group_configs: Arc::default(),
         };
-        let (stored, dynamic, features) = if config.cluster.is_some() {
+        let (stored, dynamic, features, groups) = if config.cluster.is_some() {
             (
                 Vec::new(),
                 DynamicConfigs::default(),
                 FeatureLevels::default(),
+                BTreeMap::new(),
             )
         } else {
             ctl.read_metadata_file()?
         };
         ctl.set_defaults(dynamic);
         *ctl.features.write().unwrap() = features;
+        ctl.group_configs.replace_all(groups);
         let fresh_dirs = stored.is_empty();
         if !clean && !fresh_dirs {
             info!("unclean shutdown detected: recovering partition logs");

@@ -4,6 +4,7 @@
 //! * `coordinator`: the coordinator (group map, one lock per group, loading); its submodules
 //!   `membership` (joins, syncs, heartbeats, leaves, rebalance and session timers), `offsets`
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
+//! * `configs`: dynamic group configs (resource type GROUP): keys, validation, the owner.
 //! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats (pure).
 //! * `state`: a group's data (state, members, generation, offsets).
 //! * `offset_state`: a group's committed offsets and those pending in open transactions.
@@ -14,6 +15,7 @@
 //! * `loader`: in a cluster, loading and unloading `__consumer_offsets` partitions as this
 //!   broker's leaderships move.
 
+pub mod configs;
 pub mod consumer;
 pub mod coordinator;
 pub mod loader;
