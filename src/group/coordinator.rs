@@ -77,6 +77,9 @@ pub struct ConsumerConfig {
     pub heartbeat_interval_ms: i32,
     pub assignors: Vec<String>,
     pub max_size: usize,
+    /// The dynamic group configs (`consumer.session.timeout.ms`,
+    /// `consumer.heartbeat.interval.ms` over the two above).
+    pub per_group: Arc<crate::group::configs::GroupConfigs>,
 }
 
 impl ConsumerConfig {
@@ -96,6 +99,7 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 5_000,
             assignors: vec!["uniform".to_string(), "range".to_string()],
             max_size: i32::MAX as usize,
+            per_group: Arc::default(),
         }
     }
 }
@@ -114,6 +118,7 @@ impl GroupConfig {
                 heartbeat_interval_ms: c.group_consumer.heartbeat_interval_ms,
                 assignors: c.group_consumer.assignors.clone(),
                 max_size: c.group_consumer.max_size,
+                per_group: Arc::default(),
             },
         }
     }
