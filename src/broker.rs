@@ -40,9 +40,11 @@ impl Broker {
         let controller = Controller::open(config.clone(), cluster_id)?;
         let advertised = config.advertised();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
-        let group_config = GroupConfig::from_broker(&config);
+        let mut group_config = GroupConfig::from_broker(&config);
+        group_config.consumer.per_group = controller.group_configs.clone();
         let txn_config = crate::txn::TxnConfig::from_broker(&config);
-        let share_config = crate::share::ShareConfig::from_broker(&config)?;
+        let mut share_config = crate::share::ShareConfig::from_broker(&config)?;
+        share_config.per_group = controller.group_configs.clone();
         let share =
             crate::share::Coordinator::open(share_config, Some(config.log_dirs[0].clone()))?;
         let clustered = config.cluster.is_some();

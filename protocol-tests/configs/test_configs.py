@@ -498,6 +498,175 @@ def legacy_alter_configs():
     eventually(replaced, "%s's configs replaced" % topic)
 
 
+GROUP_TYPE = 32
+DYNAMIC_GROUP_CONFIG = 8
+DEFAULT_SOURCE = 5
+
+
+def group_configs_of(group, **kw):
+    """DescribeConfigs v4 of one group over the wire: {name: config dict}."""
+    [r] = wire.describe_configs(host_port(), [(GROUP_TYPE, group, None)], **kw)
+    check(r["error"] == 0, "describe group %s: error %d %s" % (group, r["error"], r["message"]))
+    return r["configs"]
+
+
+def alter_group(group, entries, validate_only=False):
+    """IncrementalAlterConfigs of a GROUP resource with confluent-kafka: None, or the
+    (error name, message) it was refused with."""
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    try:
+        admin().incremental_alter_configs([res], validate_only=validate_only,
+                                          request_timeout=T)[res].result(timeout=T)
+        return None
+    except Exception as e:  # KafkaException carrying the KafkaError
+        err = e.args[0]
+        return err.name(), err.str()
+
+
+def group_value(group, key, value, source):
+    c = group_configs_of(group).get(key)
+    check(c is not None and c["value"] == value and c["source"] == source,
+          "%s of %s: %s, expected %r (source %d)" % (key, group, c, value, source))
+
+
+@S.scenario("group-configs", timeout=150)
+def group_configs():
+    group = name("grp")
+    rc, out = kafka_configs("--describe", "--all", "--entity-type", "groups",
+                            "--entity-name", group)
+    lines = [l.strip() for l in out.splitlines() if "sensitive=" in l]
+    check(len(lines) == 21 and any(l.startswith(
+        "consumer.heartbeat.interval.ms=5000 sensitive=false synonyms={DEFAULT_CONFIG:"
+        "group.consumer.heartbeat.interval.ms=5000}") for l in lines),
+        "describe --all of a group that does not exist: %s" % out[-1500:])
+    kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group, "--add-config",
+                  "consumer.heartbeat.interval.ms=6000,share.auto.offset.reset=earliest")
+
+    def set_now():
+        c = group_configs_of(group, synonyms=True, documentation=True)
+        hb = c["consumer.heartbeat.interval.ms"]
+        check(hb["value"] == "6000" and hb["source"] == DYNAMIC_GROUP_CONFIG and
+              hb["synonyms"] == [("consumer.heartbeat.interval.ms", "6000", 8),
+                                 ("group.consumer.heartbeat.interval.ms", "5000", 5)] and
+              hb["type"] == 3 and not hb["read_only"] and not hb["sensitive"] and
+              hb["doc"] == "The heartbeat interval given to the members of a consumer group.",
+              "consumer.heartbeat.interval.ms: %s" % hb)
+        reset = c["share.auto.offset.reset"]
+        check(reset["value"] == "earliest" and reset["synonyms"] == [
+            ("share.auto.offset.reset", "earliest", 8), ("share.auto.offset.reset", "latest", 5)],
+            "share.auto.offset.reset: %s" % reset)
+        lock = c["share.record.lock.duration.ms"]
+        check(lock["source"] == DEFAULT_SOURCE and lock["synonyms"] == [
+            ("group.share.record.lock.duration.ms", "30000", 5)],
+            "share.record.lock.duration.ms: %s" % lock)
+    eventually(set_now, "group configs of %s set" % group)
+    plain = group_configs_of(group)
+    check(plain["consumer.heartbeat.interval.ms"]["synonyms"] == [] and
+          plain["consumer.heartbeat.interval.ms"]["doc"] is None,
+          "without synonyms and documentation: %s" % plain["consumer.heartbeat.interval.ms"])
+    _, out = kafka_configs("--describe", "--entity-type", "groups", "--entity-name", group)
+    check("consumer.heartbeat.interval.ms=6000" in out and "share.auto.offset.reset=earliest"
+          in out and "share.session.timeout.ms" not in out, "describe (dynamic only): %s" % out)
+    err, listed = wire.list_config_resources(host_port(), [GROUP_TYPE])
+    check(err == 0 and (group, GROUP_TYPE) in listed, "ListConfigResources groups: %s" % listed)
+    kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--delete-config", "consumer.heartbeat.interval.ms,share.auto.offset.reset")
+    eventually(lambda: group_value(group, "consumer.heartbeat.interval.ms", "5000",
+                                   DEFAULT_SOURCE), "group configs of %s deleted" % group)
+    err, listed = wire.list_config_resources(host_port(), [GROUP_TYPE])
+    check(err == 0 and (group, GROUP_TYPE) not in listed, "after the deletion: %s" % listed)
+    [r] = wire.describe_configs(host_port(), [(GROUP_TYPE, "", None)])
+    check(r["error"] == 42 and r["message"] == "Group name must not be empty",
+          "empty group name: %s" % r)
+
+
+@S.scenario("group-config-errors", timeout=150)
+def group_config_errors():
+    group = name("grp-bad")
+    rc, out = kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                            "--add-config", "consumer.session.timeout.ms=1000", check_rc=False)
+    check(rc != 0 and "InvalidConfigurationException: consumer.session.timeout.ms must be in "
+          "the range 45000 to 60000 inclusive." in out, "rc %d: %s" % (rc, out[-500:]))
+    SET = AlterConfigOpType.SET
+    for key, value, op, message in [
+        ("x", "1", SET, "Unknown group config name: x"),
+        ("consumer.heartbeat.interval.ms", "20000", SET,
+         "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive."),
+        ("consumer.session.timeout.ms", "abc", SET, "Invalid value abc for configuration "
+         "consumer.session.timeout.ms: Not a number of type INT"),
+        ("share.record.lock.duration.ms", "500", SET, "Invalid value 500 for configuration "
+         "share.record.lock.duration.ms: Value must be at least 1000"),
+        ("share.delivery.count.limit", "50", SET,
+         "share.delivery.count.limit must be in the range 2 to 10 inclusive."),
+        ("streams.num.standby.replicas", "5", SET,
+         "streams.num.standby.replicas must be less than or equal to 2"),
+        ("share.isolation.level", "READ_COMMITTED", SET, "Invalid value READ_COMMITTED for "
+         "configuration share.isolation.level: String must be one of: read_committed, "
+         "read_uncommitted"),
+        ("share.auto.offset.reset", "by_duration:-PT1H", SET,
+         "The value must be either 'earliest', 'latest' or of the format "
+         "'by_duration:<PnDTnHnMn.nS>'."),
+        ("streams.rack.aware.assignment.tags", "a", AlterConfigOpType.APPEND,
+         "Can't APPEND to key streams.rack.aware.assignment.tags because its type is not LIST."),
+        ("consumer.heartbeat.interval.ms", "6000", AlterConfigOpType.SUBTRACT,
+         "Can't SUBTRACT to key consumer.heartbeat.interval.ms because its type is not LIST."),
+    ]:
+        got = alter_group(group, [ConfigEntry(key, value, incremental_operation=op)])
+        check(got is not None and got[0] == "INVALID_CONFIG" and message in got[1],
+              "%s %s=%s: %s" % (op, key, value, got))
+    ok = alter_group(group, [ConfigEntry("share.isolation.level", "read_committed",
+                                         incremental_operation=SET)], validate_only=True)
+    check(ok is None, "validate_only: %s" % (ok,))
+    group_value(group, "share.isolation.level", "read_uncommitted", DEFAULT_SOURCE)
+    # AlterConfigs replaces a group's configs whole.
+    ok = alter_group(group, [ConfigEntry("share.delivery.count.limit", "4",
+                                         incremental_operation=SET)])
+    check(ok is None, "set share.delivery.count.limit: %s" % (ok,))
+    res = ConfigResource(ResourceType.GROUP, group,
+                         set_config={"share.isolation.level": "read_committed"})
+    admin().alter_configs([res], request_timeout=T)[res].result(timeout=T)
+
+    def replaced():
+        group_value(group, "share.isolation.level", "read_committed", DYNAMIC_GROUP_CONFIG)
+        group_value(group, "share.delivery.count.limit", "5", DEFAULT_SOURCE)
+    eventually(replaced, "%s's configs replaced" % group)
+    kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--delete-config", "share.isolation.level")
+
+
+@S.scenario("group-heartbeat-interval", timeout=120)
+def group_heartbeat_interval():
+    topic = name("grp-hb")
+    create_topic(topic)
+    group = name("grp-hb")
+    kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--add-config", "consumer.heartbeat.interval.ms=7000")
+    eventually(lambda: group_value(group, "consumer.heartbeat.interval.ms", "7000",
+                                   DYNAMIC_GROUP_CONFIG), "heartbeat interval of %s set" % group)
+    hp = host_port()
+    member = "m-" + RUN_TAG
+    # The admin client's FindCoordinator creates __consumer_offsets where it is missing.
+    wait_until(lambda: admin().describe_consumer_groups([group], request_timeout=T)[group]
+               .result(timeout=T), 60, "the group coordinator of %s" % group)
+
+    def joined(want):
+        """A member joins, is told the interval, and leaves."""
+        err, epoch, interval = wire.consumer_group_heartbeat(hp, group, member, 0, [topic])
+        if err in (14, 15, 16):  # coordinator loading / not available / not coordinator
+            raise AssertionError("coordinator not ready: error %d" % err)
+        check(err == 0 and epoch >= 1 and interval == want,
+              "ConsumerGroupHeartbeat join: error %d, epoch %d, interval %d (expected %d)" % (
+                  err, epoch, interval, want))
+        err, epoch, _ = wire.consumer_group_heartbeat(hp, group, member, -1, None)
+        check(err == 0 and epoch == -1, "leave: error %d, epoch %d" % (err, epoch))
+    wait_until(lambda: joined(7000) is None, 30, "a member of %s told 7000 ms" % group)
+    kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--delete-config", "consumer.heartbeat.interval.ms")
+    eventually(lambda: group_value(group, "consumer.heartbeat.interval.ms", "5000",
+                                   DEFAULT_SOURCE), "heartbeat interval of %s deleted" % group)
+    wait_until(lambda: joined(5000) is None, 30, "a member of %s told 5000 ms" % group)
+
+
 def broker_ctl(cmd):
     check(BROKER_CTL, "BROKER_CTL is not set")
     r = subprocess.run(shlex.split(BROKER_CTL) + [cmd], timeout=150,
@@ -517,6 +686,9 @@ def survives_restart():
     kafka_configs("--alter", "--entity-type", "brokers", "--entity-name", bid,
                   "--add-config", "message.max.bytes=2000000")
     kafka_features("downgrade", "--feature", "transaction.version=1")
+    group = name("grp-restart")
+    kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--add-config", "share.record.lock.duration.ms=20000")
 
     def still_there(when):
         d = describe(ResourceType.TOPIC, topic)
@@ -525,6 +697,9 @@ def survives_restart():
         check_source(d, "max.message.bytes", "2000000", ConfigSource.DYNAMIC_BROKER_CONFIG)
         tv = feature_line("transaction.version").get("FinalizedVersionLevel:")
         check(tv == "1", "transaction.version finalized at %s, expected 1" % tv)
+        group_value(group, "share.record.lock.duration.ms", "20000", DYNAMIC_GROUP_CONFIG)
+        err, listed = wire.list_config_resources(host_port(), [GROUP_TYPE])
+        check(err == 0 and (group, GROUP_TYPE) in listed, "groups listed: %s" % listed)
         info("configs intact %s" % when)
 
     eventually(lambda: still_there("before the restarts"), "configs applied")
@@ -541,6 +716,8 @@ def survives_restart():
         kafka_configs("--alter", "--entity-type", "brokers", "--entity-name", bid,
                       "--delete-config", "message.max.bytes")
         kafka_features("upgrade", "--feature", "transaction.version=2")
+        kafka_configs("--alter", "--entity-type", "groups", "--entity-name", group,
+                      "--delete-config", "share.record.lock.duration.ms")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ import java.util.concurrent.*;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -21,6 +24,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -323,7 +327,12 @@ public class ShareSuite {
     /** A consumer killed -9 holding records: another gets them once their locks expire. */
     static void kill9(String topic, String classpath) throws Exception {
         createTopic(topic);
-        String group = "sg-kill9-" + topic;
+        System.out.println("OK " + redeliveredAfterKill(topic, "sg-kill9-" + topic, classpath));
+    }
+
+    /** A member of `group` in its own JVM takes records and is killed -9; a new member gets
+     *  them again once their locks expire. Returns what was seen. */
+    static String redeliveredAfterKill(String topic, String group, String classpath) throws Exception {
         String java = System.getProperty("java.home") + "/bin/java";
         String src = System.getProperty("sluice.share.source");
         Process child = new ProcessBuilder(java, "-cp", classpath, src, "hold", bootstrap, topic, group)
@@ -352,7 +361,80 @@ public class ShareSuite {
             }
         }
         for (long o : heldOffsets) if (again.get(o) < 2) fail("offset " + o + " redelivered with count " + again.get(o));
-        System.out.println("OK " + heldOffsets.size() + " held records redelivered after the kill, delivery counts " + new TreeSet<>(again.values()));
+        return heldOffsets.size() + " held records redelivered after the kill, delivery counts " + new TreeSet<>(again.values());
+    }
+
+    /** Sets dynamic configs of `group` (config resource GROUP) and waits until the broker
+     *  describes them as the group's own. */
+    static void alterGroup(String group, Map<String, String> configs) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin a = Admin.create(p)) {
+            ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
+            List<AlterConfigOp> ops = new ArrayList<>();
+            for (Map.Entry<String, String> e : configs.entrySet())
+                ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue()), AlterConfigOp.OpType.SET));
+            a.incrementalAlterConfigs(Map.of(r, ops)).all().get(30, TimeUnit.SECONDS);
+            long start = System.currentTimeMillis();
+            while (true) {
+                deadline(start, "group configs " + configs + " of " + group + " described");
+                Config c = a.describeConfigs(List.of(r)).all().get(30, TimeUnit.SECONDS).get(r);
+                boolean all = true;
+                for (Map.Entry<String, String> e : configs.entrySet()) {
+                    ConfigEntry got = c.get(e.getKey());
+                    all &= got != null && e.getValue().equals(got.value())
+                            && got.source() == ConfigEntry.ConfigSource.DYNAMIC_GROUP_CONFIG;
+                }
+                if (all) return;
+                Thread.sleep(200);
+            }
+        }
+    }
+
+    /** Per-group configs: share.auto.offset.reset=earliest makes a new group read the records
+     *  produced before it joined (a group without it, latest, gets none of them); its
+     *  share.record.lock.duration.ms is the lock its fetches report, and records held by a
+     *  member killed -9 come to another member once those locks expire. */
+    static void groupConfigs(String topic, String classpath) throws Exception {
+        createTopic(topic);
+        List<String> old = new ArrayList<>();
+        for (int i = 0; i < 20; i++) old.add("o-" + i);
+        produce(topic, old);
+        String early = "sg-cfg-early-" + topic, late = "sg-cfg-late-" + topic;
+        alterGroup(early, Map.of("share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "2000"));
+        Set<String> got = new TreeSet<>();
+        Optional<Integer> lock;
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(early)) {
+            c.subscribe(List.of(topic));
+            while (!got.containsAll(old)) {
+                deadline(start, "earliest: " + got.size() + " of the " + old.size() + " records produced before joining");
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    got.add(r.value());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+            lock = c.acquisitionLockTimeoutMs();
+        }
+        if (!lock.equals(Optional.of(2000))) fail("acquisition lock of " + early + ": " + lock + ", expected 2000");
+        String redelivered = redeliveredAfterKill(topic, early, classpath);
+        AtomicBoolean warm = new AtomicBoolean();
+        start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(late)) {
+            c.subscribe(List.of(topic));
+            warmUp(topic, warm);
+            while (!warm.get()) {
+                deadline(start, "latest: no warm-up record reached " + late);
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (r.value().startsWith("o-")) fail(late + " (latest) got " + r.value() + ", produced before it joined");
+                    if (r.key().equals("warm")) warm.set(true);
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+        System.out.println("OK earliest: all " + old.size() + " earlier records, lock 2000 ms, " + redelivered + "; latest: none of them");
     }
 
     public static void main(String[] args) throws Exception {
@@ -364,6 +446,7 @@ public class ShareSuite {
             case "release-reject" -> releaseReject("sg-release-" + tag);
             case "delivery-limit" -> deliveryLimit("sg-limit-" + tag, Integer.parseInt(args[2]));
             case "kill9" -> kill9("sg-kill9-" + tag, System.getProperty("java.class.path"));
+            case "group-configs" -> groupConfigs("sg-cfg-" + tag, System.getProperty("java.class.path"));
             case "hold" -> hold(args[2], args[3]);
             case "drain" -> drain(args[2], args[3]);
             case "before-restart" -> beforeRestart(args[2], args[3], Integer.parseInt(args[4]));

@@ -2,7 +2,7 @@
 //! `alterConfigs`, older tools). Each resource's configs are replaced whole: the keys given
 //! are set, every other key the resource has set is deleted.
 //!
-//! Behavior: TOPIC and BROKER resources as IncrementalAlterConfigs does them (validation,
+//! Behavior: TOPIC, BROKER and GROUP resources as IncrementalAlterConfigs does them (validation,
 //! errors, live application, persistence: `config_changes`); BROKER_LOGGER and other
 //! resource types are INVALID_REQUEST. `validate_only` checks without applying.
 //!
@@ -17,7 +17,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey
 use kafka_protocol::protocol::StrBytes;
 
 use super::config_changes::{
-    BROKER, Failure, Op, SET, TOPIC, alter_broker, alter_topic, invalid_request,
+    BROKER, Failure, GROUP, Op, SET, TOPIC, alter_broker, alter_group, alter_topic, invalid_request,
 };
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
@@ -44,6 +44,7 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
     match res.resource_type {
         TOPIC => alter_topic(b, name, ops, true, validate_only).await,
         BROKER => alter_broker(b, name, ops, true, validate_only).await,
+        GROUP => alter_group(b, name, ops, true, validate_only).await,
         super::config_changes::BROKER_LOGGER => Err(invalid_request(
             "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER",
         )),

@@ -9,8 +9,11 @@
 //! unknown topic UNKNOWN_TOPIC_OR_PARTITION; for topics an unknown key, a bad value or
 //! APPEND/SUBTRACT on a non-list key INVALID_CONFIG. For brokers a read-only config ("Cannot
 //! update these configs dynamically: [...]") and a bad value are INVALID_REQUEST, as Kafka
-//! answers; keys Kafka does not know are custom configs, stored as given. A resource's changes
-//! apply all or none; `validate_only` checks without applying.
+//! answers; keys Kafka does not know are custom configs, stored as given. For groups
+//! (`group::configs`) an empty name is INVALID_REQUEST, APPEND/SUBTRACT (for every key, as
+//! Kafka's controller knows no group config types) and everything validation refuses
+//! INVALID_CONFIG. A resource's changes apply all or none; `validate_only` checks without
+//! applying.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -23,10 +26,12 @@ use crate::cluster::node::ControllerRequest;
 use crate::cluster::topic_config::{self, BrokerDefaults, config_type};
 use crate::config::dynamic;
 use crate::config::keys::{KafkaType, kafka_keys};
+use crate::group::configs as group_configs;
 
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
 pub const BROKER_LOGGER: i8 = 8;
+pub const GROUP: i8 = 32;
 
 pub const SET: i8 = 0;
 pub const DELETE: i8 = 1;
@@ -54,9 +59,13 @@ pub struct Op {
 /// Set (`Some`) or delete (`None`) each key.
 pub type Changes = Vec<(String, Option<String>)>;
 
-/// AlterConfigs replaces a resource's configs whole: the given keys are set, the other
-/// keys set now (`current`) are deleted.
-pub fn replacement_ops(current: &BTreeMap<String, String>, given: Vec<Op>) -> Vec<Op> {
+/// The operations a request makes: as given, or (`replace`, AlterConfigs) the resource's
+/// configs replaced whole: the given keys are set, the other keys set now (`current`) are
+/// deleted.
+pub fn requested_ops(current: &BTreeMap<String, String>, given: Vec<Op>, replace: bool) -> Vec<Op> {
+    if !replace {
+        return given;
+    }
     let named: HashSet<String> = given.iter().map(|o| o.name.clone()).collect();
     let mut ops = given;
     ops.extend(current.keys().filter(|k| !named.contains(*k)).map(|k| Op {
@@ -242,11 +251,7 @@ pub async fn alter_topic(
     check_ops(&ops)?;
     let current =
         topic_configs(b, name).ok_or_else(|| topic_failure(&TopicError::UnknownTopic, name))?;
-    let ops = if replace {
-        replacement_ops(&current, ops)
-    } else {
-        ops
-    };
+    let ops = requested_ops(&current, ops, replace);
     let changes = topic_changes(&b.controller.defaults(), &current, &ops)?;
     if validate_only || changes.is_empty() {
         return Ok(());
@@ -306,11 +311,7 @@ pub async fn alter_broker(
     check_ops(&ops)?;
     let defaults = b.controller.defaults();
     let current = defaults.dynamic.map(broker).clone();
-    let ops = if replace {
-        replacement_ops(&current, ops)
-    } else {
-        ops
-    };
+    let ops = requested_ops(&current, ops, replace);
     let changes = broker_changes(&defaults, &current, &ops)?;
     if validate_only || changes.is_empty() {
         return Ok(());
@@ -349,6 +350,81 @@ pub async fn alter_broker(
     }
 }
 
+/// The configs `ops` leave a group with (`current`: what it sets now), validated and as they
+/// are stored.
+pub fn group_changes(
+    c: &crate::config::BrokerConfig,
+    current: &BTreeMap<String, String>,
+    ops: &[Op],
+) -> Result<BTreeMap<String, String>, Failure> {
+    let mut after = current.clone();
+    for o in ops {
+        match resulting_value(o, false, "") {
+            Err(verb) => return Err(invalid_config(not_a_list(verb, &o.name))),
+            Ok(None) => after.remove(&o.name),
+            Ok(Some(v)) => after.insert(o.name.clone(), v),
+        };
+    }
+    group_configs::validate(c, &after).map_err(invalid_config)
+}
+
+/// Applies `ops` to the dynamic configs of group `name`.
+pub async fn alter_group(
+    b: &Broker,
+    name: &str,
+    ops: Vec<Op>,
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    if name.is_empty() {
+        return Err(invalid_request("Group name must not be empty"));
+    }
+    check_ops(&ops)?;
+    let owner = &b.controller.group_configs;
+    let current = owner.of(name);
+    let ops = requested_ops(&current, ops, replace);
+    let after = group_changes(&b.config, &current, &ops)?;
+    if validate_only || after == current {
+        return Ok(());
+    }
+    let failure = |e: TopicError| {
+        (
+            super::errors::topic_error_code(&e),
+            super::errors::topic_error_message(&e),
+        )
+    };
+    let Some(c) = b.cluster() else {
+        return b
+            .controller
+            .set_group_configs(name, after)
+            .await
+            .map_err(failure);
+    };
+    let mut changes: Vec<(String, String, Option<String>)> = current
+        .keys()
+        .filter(|k| !after.contains_key(*k))
+        .map(|k| (name.to_string(), k.clone(), None))
+        .collect();
+    changes.extend(
+        after
+            .iter()
+            .filter(|(k, v)| current.get(*k) != Some(*v))
+            .map(|(k, v)| (name.to_string(), k.clone(), Some(v.clone()))),
+    );
+    let n = changes.len();
+    let applied = |c: &crate::cluster::node::ClusterNode| {
+        c.broker()
+            .is_some_and(|b| b.controller.group_configs.of(name) == after)
+    };
+    let results = c
+        .simple(ControllerRequest::AlterGroupConfigs(changes), n, applied)
+        .await;
+    match results.into_iter().find_map(Result::err) {
+        Some(e) => Err(failure(e)),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,7 +454,7 @@ mod tests {
             ("retention.ms".to_string(), "1".to_string()),
             ("segment.ms".to_string(), "2".to_string()),
         ]);
-        let ops = replacement_ops(&current, vec![op("segment.ms", SET, Some("5"))]);
+        let ops = requested_ops(&current, vec![op("segment.ms", SET, Some("5"))], true);
         let d = defaults(DynamicConfigs::default());
         assert_eq!(
             topic_changes(&d, &current, &ops).unwrap(),

@@ -9,9 +9,12 @@
 //! run time. The cluster-wide default (empty name): the dynamic default configs. Custom keys
 //! (unknown to Kafka) are sensitive with a null value, as Kafka shows them. Broker loggers
 //! (name = this node id): every logger of `crate::logging` with its level, source
-//! DYNAMIC_BROKER_LOGGER_CONFIG, no synonyms, type UNKNOWN. Other resource types (groups,
-//! client metrics) get INVALID_REQUEST.
-//! Config documentation is not served (null).
+//! DYNAMIC_BROKER_LOGGER_CONFIG, no synonyms, type UNKNOWN. Groups (any name but the empty
+//! one, whether or not the group exists, as Kafka answers): every group config
+//! (`group::configs`), DYNAMIC_GROUP_CONFIG where the group sets it, else DEFAULT_CONFIG; the
+//! synonyms are the group's value and the broker setting the default comes from (source
+//! DEFAULT_CONFIG). Other resource types (client metrics) get INVALID_REQUEST.
+//! Config documentation is served for group configs only (null for the others).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -29,6 +32,7 @@ use crate::broker::Broker;
 use crate::cluster::controller::validate_topic_name;
 use crate::cluster::topic_config::{self, ConfigSource, config_type};
 use crate::config::{dynamic, keys};
+use crate::group::configs as group_configs;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -41,6 +45,9 @@ pub const SPEC: ApiSpec = ApiSpec {
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
+const GROUP: i8 = 32;
+/// Kafka's ConfigSource id of a group's own config.
+const DYNAMIC_GROUP_CONFIG: i8 = 8;
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -54,17 +61,20 @@ struct Entry {
     read_only: bool,
     sensitive: bool,
     synonyms: Vec<(String, String, ConfigSource)>,
+    /// The source id when it is none of [`ConfigSource`]'s (group configs).
+    source_id: Option<i8>,
+    doc: Option<&'static str>,
 }
 
-fn encode_entry(e: Entry, synonyms: bool) -> DescribeConfigsResourceResult {
+fn encode_entry(e: Entry, synonyms: bool, documentation: bool) -> DescribeConfigsResourceResult {
     let mut r = DescribeConfigsResourceResult::default();
     r.name = s(e.name);
     r.value = (!e.sensitive).then(|| s(e.value));
     r.read_only = e.read_only;
-    r.config_source = e.source as i8;
+    r.config_source = e.source_id.unwrap_or(e.source as i8);
     r.is_sensitive = e.sensitive;
     r.config_type = e.config_type;
-    r.documentation = None;
+    r.documentation = e.doc.filter(|_| documentation).map(s);
     if synonyms {
         r.synonyms = e
             .synonyms
@@ -77,6 +87,14 @@ fn encode_entry(e: Entry, synonyms: bool) -> DescribeConfigsResourceResult {
                 y
             })
             .collect();
+        if let Some(id) = e.source_id {
+            let own = r.value.clone();
+            let mut y = DescribeConfigsSynonym::default();
+            y.name = r.name.clone();
+            y.value = own;
+            y.source = id;
+            r.synonyms.insert(0, y);
+        }
     }
     r
 }
@@ -101,6 +119,8 @@ fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
             read_only: false,
             sensitive: false,
             synonyms: c.synonyms,
+            source_id: None,
+            doc: None,
         })
         .collect())
 }
@@ -122,6 +142,8 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
                     read_only: false,
                     sensitive: !dynamic::is_known(k),
                     synonyms: vec![(k.clone(), v.clone(), src)],
+                    source_id: None,
+                    doc: None,
                 }
             })
             .collect());
@@ -177,6 +199,8 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
                 read_only: !dynamic::is_dynamic(k),
                 sensitive: !dynamic::is_known(k),
                 synonyms,
+                source_id: None,
+                doc: None,
             }
         })
         .collect())
@@ -196,6 +220,33 @@ fn logger_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
             read_only: false,
             sensitive: false,
             synonyms: Vec::new(),
+            source_id: None,
+            doc: None,
+        })
+        .collect())
+}
+
+/// A group's configs, for any group name but the empty one.
+fn group_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+    if name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            "Group name must not be empty".into(),
+        ));
+    }
+    let set = b.controller.group_configs.of(name);
+    Ok(group_configs::describe(&b.config, &set)
+        .into_iter()
+        .map(|d| Entry {
+            name: d.name.to_string(),
+            value: d.value,
+            source: ConfigSource::Default,
+            config_type: d.config_type,
+            read_only: false,
+            sensitive: false,
+            synonyms: vec![(d.default_name.to_string(), d.default, ConfigSource::Default)],
+            source_id: d.dynamic.then_some(DYNAMIC_GROUP_CONFIG),
+            doc: Some(d.doc),
         })
         .collect())
 }
@@ -209,6 +260,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             TOPIC => topic_entries(&b, &name),
             BROKER => broker_entries(&b, &name),
             BROKER_LOGGER => logger_entries(&b, &name),
+            GROUP => group_entries(&b, &name),
             t => Err((
                 ResponseError::InvalidRequest.code(),
                 format!("Unsupported resource type {t}"),
@@ -226,7 +278,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                             .as_ref()
                             .is_none_or(|keys| keys.iter().any(|k| k.as_str() == e.name))
                     })
-                    .map(|e| encode_entry(e, req.include_synonyms))
+                    .map(|e| encode_entry(e, req.include_synonyms, req.include_documentation))
                     .collect();
             }
             Err((code, msg)) => {

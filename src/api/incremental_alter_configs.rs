@@ -13,6 +13,10 @@
 //! - BROKER_LOGGER resources (this node's id): SET a logger's level, DELETE it (root's level
 //!   then); Kafka's errors for unknown loggers and levels, root's deletion, APPEND and
 //!   SUBTRACT (`crate::logging`). Effective at once, not persisted (as Kafka).
+//! - GROUP resources (any group name, whether or not the group exists): SET and DELETE the
+//!   dynamic group configs (`group::configs`), validated as a whole with Kafka's messages;
+//!   APPEND and SUBTRACT are INVALID_CONFIG for every key, as Kafka answers. Persisted in the
+//!   controller's metadata; the group and share coordinators read them at the next heartbeat.
 //! - Other resource types are INVALID_REQUEST.
 //!
 //! Validation, errors and how changes are applied: `config_changes`.
@@ -30,8 +34,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::config_changes::{
-    APPEND, BROKER, BROKER_LOGGER, DELETE, Failure, Op, SET, TOPIC, alter_broker, alter_topic,
-    check_node_name, check_ops, invalid_request,
+    APPEND, BROKER, BROKER_LOGGER, DELETE, Failure, GROUP, Op, SET, TOPIC, alter_broker,
+    alter_group, alter_topic, check_node_name, check_ops, invalid_request,
 };
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
@@ -60,6 +64,7 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
     match res.resource_type {
         TOPIC => alter_topic(b, name, ops, false, validate_only).await,
         BROKER => alter_broker(b, name, ops, false, validate_only).await,
+        GROUP => alter_group(b, name, ops, false, validate_only).await,
         BROKER_LOGGER => {
             check_node_name(b, BROKER_LOGGER, name)?;
             check_ops(&ops)?;

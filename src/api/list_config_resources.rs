@@ -68,8 +68,7 @@ pub fn list(types: &[i8], r: &Resources) -> Option<Vec<(String, i8)>> {
 }
 
 fn resources(b: &Broker) -> Resources {
-    // Group configs are not served yet: no group has any.
-    let groups = Vec::new();
+    let groups = b.controller.group_configs.groups();
     if let Some(c) = b.cluster() {
         let img = c.image();
         let mut topics: Vec<String> = img.topic_ids.keys().map(|t| t.to_string()).collect();

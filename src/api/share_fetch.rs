@@ -180,7 +180,7 @@ async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
     }
     fetch(b, &group, &member, &req, &partitions, &mut out).await;
     let mut resp = ShareFetchResponse::default();
-    resp.acquisition_lock_timeout_ms = b.share.config().record_lock_duration_ms as i32;
+    resp.acquisition_lock_timeout_ms = b.share.config().record_lock_duration_ms(&group) as i32;
     for (topic_id, parts) in out {
         let mut t = ShareFetchableTopicResponse::default();
         t.topic_id = topic_id;

@@ -78,7 +78,7 @@ async fn answer(
             let mut resp = ShareGroupHeartbeatResponse::default();
             resp.member_id = Some(StrBytes::from_string(a.member_id));
             resp.member_epoch = a.member_epoch;
-            resp.heartbeat_interval_ms = b.share.config().heartbeat_interval_ms;
+            resp.heartbeat_interval_ms = b.share.config().heartbeat_interval_ms(&group_id);
             resp.assignment = a.assignment.map(|topics| {
                 let mut asg = Assignment::default();
                 for (id, partitions) in topics {

@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 mod feature_levels;
+mod group_configs;
 mod meta_files;
 mod metadata_file;
 mod topic_configs;
@@ -31,6 +32,7 @@ use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
 use crate::config::BrokerConfig;
 use crate::config::dynamic::DynamicConfigs;
+use crate::group::configs::GroupConfigs;
 use crate::log::{DirLock, Log};
 
 /// Most partitions one topic may have. One request must not be able to make the broker
@@ -113,6 +115,9 @@ pub struct Controller {
     /// The log cleaner of this broker's log dirs: it forgets a partition's cleaning
     /// checkpoint when the replica is deleted here.
     pub cleaner: Arc<LogCleaner>,
+    /// The dynamic group configs (one node: persisted in `sluice-metadata`; a cluster: the
+    /// image's, installed at each reconcile).
+    pub group_configs: Arc<GroupConfigs>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -191,18 +196,21 @@ impl Controller {
             unclean_start: !clean,
             features: RwLock::new(FeatureLevels::default()),
             cleaner: Arc::new(LogCleaner::open(&config)),
+            group_configs: Arc::default(),
         };
-        let (stored, dynamic, features) = if config.cluster.is_some() {
+        let (stored, dynamic, features, groups) = if config.cluster.is_some() {
             (
                 Vec::new(),
                 DynamicConfigs::default(),
                 FeatureLevels::default(),
+                BTreeMap::new(),
             )
         } else {
             ctl.read_metadata_file()?
         };
         ctl.set_defaults(dynamic);
         *ctl.features.write().unwrap() = features;
+        ctl.group_configs.replace_all(groups);
         let fresh_dirs = stored.is_empty();
         if !clean && !fresh_dirs {
             info!("unclean shutdown detected: recovering partition logs");

@@ -11,7 +11,7 @@
 pub mod cluster;
 pub mod dynamic;
 pub mod keys;
-mod parse;
+pub(crate) mod parse;
 #[cfg(test)]
 mod tests;
 

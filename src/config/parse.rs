@@ -98,7 +98,9 @@ fn split_entry(line: &str) -> Result<(String, String)> {
     Ok((key, value.trim_end().to_string()))
 }
 
-fn unescape(s: &str) -> Result<String> {
+/// Java properties escapes (`\\t`, `\\n`, `\\r`, `\\f`, `\\uXXXX`, any other character
+/// taken as it is).
+pub fn unescape(s: &str) -> Result<String> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {

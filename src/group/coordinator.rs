@@ -82,6 +82,9 @@ pub struct ConsumerConfig {
     pub assignors: Vec<String>,
     pub max_size: usize,
     pub migration: crate::group::consumer::classic::MigrationPolicy,
+    /// The dynamic group configs (`consumer.session.timeout.ms`,
+    /// `consumer.heartbeat.interval.ms` over the two above).
+    pub per_group: Arc<crate::group::configs::GroupConfigs>,
 }
 
 impl ConsumerConfig {
@@ -103,6 +106,7 @@ impl Default for ConsumerConfig {
             assignors: vec!["uniform".to_string(), "range".to_string()],
             max_size: i32::MAX as usize,
             migration: crate::group::consumer::classic::MigrationPolicy::Bidirectional,
+            per_group: Arc::default(),
         }
     }
 }
@@ -122,6 +126,7 @@ impl GroupConfig {
                 assignors: c.group_consumer.assignors.clone(),
                 max_size: c.group_consumer.max_size,
                 migration: c.group_consumer.migration,
+                per_group: Arc::default(),
             },
         }
     }

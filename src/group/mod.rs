@@ -6,6 +6,7 @@
 //!   `consumer` (ConsumerGroupHeartbeat), `migration` (classic members in consumer groups,
 //!   upgrades and downgrades), `offsets`
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
+//! * `configs`: dynamic group configs (resource type GROUP): keys, validation, the owner.
 //! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats, classic
 //!   members and the conversions between classic and consumer groups (pure).
 //! * `state`: a group's data (state, members, generation, offsets).
@@ -17,6 +18,7 @@
 //! * `loader`: in a cluster, loading and unloading `__consumer_offsets` partitions as this
 //!   broker's leaderships move.
 
+pub mod configs;
 pub mod consumer;
 pub mod coordinator;
 pub mod loader;

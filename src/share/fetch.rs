@@ -9,9 +9,9 @@ use std::os::unix::fs::FileExt;
 
 use bytes::Bytes;
 
-use super::Coordinator;
 use super::partition::Acquired;
 use super::session::TopicPartition;
+use super::{Coordinator, Reset};
 use crate::cluster::partition::Partition;
 
 /// What one partition gave a share fetch.
@@ -56,7 +56,17 @@ pub fn acquire(
     max_records: i64,
 ) -> std::io::Result<(Got, Option<i64>)> {
     let hw = p.high_watermark();
-    let (from, deadline) = share.next_acquirable(group, tp, p.log_start_offset(), hw);
+    let log_start = p.log_start_offset();
+    let start = |reset: Reset| match reset {
+        Reset::Earliest => log_start,
+        Reset::Latest => hw,
+        Reset::ByDuration(ms) => p
+            .offset_for_timestamp(crate::broker::now_ms() - ms)
+            .ok()
+            .flatten()
+            .map_or(hw, |(_, offset)| offset),
+    };
+    let (from, deadline) = share.next_acquirable(group, tp, log_start, hw, &start);
     let Some(from) = from else {
         return Ok((Got::default(), deadline));
     };

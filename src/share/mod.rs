@@ -35,13 +35,15 @@ use uuid::Uuid;
 
 use crate::broker::now_ms;
 use crate::config::BrokerConfig;
+use crate::group::configs::GroupConfigs;
 use group::{Answer, Heartbeat, Refusal, Settings, ShareGroup};
 use partition::{AckError, Acquired, Limits, SharePartition};
 use session::{Opened, Sessions, TopicPartition};
 
 /// The broker settings share groups act under (`group.share.*`), checked as Kafka checks
-/// them at start-up (each within its min/max bounds).
-#[derive(Debug, Clone, Copy)]
+/// them at start-up (each within its min/max bounds), and the dynamic group configs
+/// (`share.*`) that override them per group.
+#[derive(Debug, Clone)]
 pub struct ShareConfig {
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
@@ -50,6 +52,16 @@ pub struct ShareConfig {
     pub partition_max_record_locks: i64,
     pub max_size: usize,
     pub max_share_sessions: usize,
+    pub per_group: Arc<GroupConfigs>,
+}
+
+/// Where a share partition starts when first fetched (`share.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reset {
+    Earliest,
+    Latest,
+    /// The first offset at or after now minus this many milliseconds.
+    ByDuration(i64),
 }
 
 impl ShareConfig {
@@ -110,14 +122,62 @@ impl ShareConfig {
             )?,
             max_size: num("group.share.max.size")?.max(1) as usize,
             max_share_sessions: num("group.share.max.share.sessions")?.max(1) as usize,
+            per_group: Arc::default(),
         })
     }
 
-    fn limits(&self) -> Limits {
+    /// `key` as `group` sets it, else the broker's `default`.
+    fn of(&self, group: &str, key: &str, default: i64) -> i64 {
+        self.per_group.num(group, key).unwrap_or(default)
+    }
+
+    fn limits(&self, group: &str) -> Limits {
         Limits {
-            lock_duration_ms: self.record_lock_duration_ms,
-            delivery_count_limit: self.delivery_count_limit,
-            max_record_locks: self.partition_max_record_locks,
+            lock_duration_ms: self.record_lock_duration_ms(group),
+            delivery_count_limit: self.of(
+                group,
+                "share.delivery.count.limit",
+                self.delivery_count_limit as i64,
+            ) as i16,
+            max_record_locks: self.of(
+                group,
+                "share.partition.max.record.locks",
+                self.partition_max_record_locks,
+            ),
+        }
+    }
+
+    pub fn session_timeout_ms(&self, group: &str) -> i64 {
+        self.of(group, "share.session.timeout.ms", self.session_timeout_ms)
+    }
+
+    pub fn heartbeat_interval_ms(&self, group: &str) -> i32 {
+        let v = self.of(
+            group,
+            "share.heartbeat.interval.ms",
+            self.heartbeat_interval_ms as i64,
+        );
+        i32::try_from(v).unwrap_or(self.heartbeat_interval_ms)
+    }
+
+    pub fn record_lock_duration_ms(&self, group: &str) -> i64 {
+        self.of(
+            group,
+            "share.record.lock.duration.ms",
+            self.record_lock_duration_ms,
+        )
+    }
+
+    /// `share.auto.offset.reset` of `group` (latest by default).
+    pub fn reset(&self, group: &str) -> Reset {
+        let v = self.per_group.value(group, "share.auto.offset.reset");
+        match v.as_deref() {
+            Some("earliest") => Reset::Earliest,
+            Some(d) => match d.strip_prefix("by_duration:") {
+                Some(d) => Reset::ByDuration(crate::group::configs::duration_ms(d).unwrap_or(0)),
+                None => Reset::Latest,
+            },
+            None => Reset::Latest,
         }
     }
 }
@@ -267,7 +327,7 @@ impl Coordinator {
         lookup: &dyn Fn(&str) -> Option<assignor::TopicMeta>,
     ) -> Result<Answer, Refusal> {
         let settings = Settings {
-            session_timeout_ms: self.cfg.session_timeout_ms,
+            session_timeout_ms: self.cfg.session_timeout_ms(group_id),
             max_size: self.cfg.max_size,
         };
         let mut inner = self.inner.lock().unwrap();
@@ -278,7 +338,10 @@ impl Coordinator {
         if g.members.is_empty() && g.group_epoch == 0 {
             inner.groups.remove(group_id);
         }
-        if leaving && answer.is_ok() && inner.forget_member(group_id, &member, &self.cfg.limits()) {
+        if leaving
+            && answer.is_ok()
+            && inner.forget_member(group_id, &member, &self.cfg.limits(group_id))
+        {
             self.wake();
         }
         answer
@@ -338,7 +401,7 @@ impl Coordinator {
     pub fn close_session(&self, group: &str, member: &str) {
         let mut inner = self.inner.lock().unwrap();
         let key = inner.member_key(group, member);
-        if inner.release(group, key, &self.cfg.limits()) {
+        if inner.release(group, key, &self.cfg.limits(group)) {
             self.touched();
             self.wake();
         }
@@ -352,7 +415,7 @@ impl Coordinator {
         tp: TopicPartition,
         batches: &[AckBatch],
     ) -> Result<(), AckError> {
-        let limits = self.cfg.limits();
+        let limits = self.cfg.limits(group);
         let mut inner = self.inner.lock().unwrap();
         let key = inner.member_key(group, member);
         let Some(sp) = inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) else {
@@ -375,17 +438,18 @@ impl Coordinator {
         result
     }
 
-    /// Where a fetch of `member` would read from in this share partition (created at the
-    /// high watermark, `share.auto.offset.reset` latest, when first fetched), if anything is
-    /// acquirable; the earliest lock deadline otherwise.
+    /// Where a fetch of `member` would read from in this share partition (created, when first
+    /// fetched, at the offset `start` gives for the group's `share.auto.offset.reset`), if
+    /// anything is acquirable; the earliest lock deadline otherwise.
     pub fn next_acquirable(
         &self,
         group: &str,
         tp: TopicPartition,
         log_start: i64,
         high_watermark: i64,
+        start: &dyn Fn(Reset) -> i64,
     ) -> (Option<i64>, Option<i64>) {
-        let limits = self.cfg.limits();
+        let limits = self.cfg.limits(group);
         let mut inner = self.inner.lock().unwrap();
         let key = (group.to_string(), tp.0, tp.1);
         if !inner.partitions.contains_key(&key) {
@@ -394,7 +458,7 @@ impl Coordinator {
         let sp = inner
             .partitions
             .entry(key)
-            .or_insert_with(|| SharePartition::new(high_watermark));
+            .or_insert_with(|| SharePartition::new(start(self.cfg.reset(group))));
         let before = sp.start_offset();
         sp.skip_to(log_start);
         sp.expire(now_ms(), &limits);
@@ -419,7 +483,7 @@ impl Coordinator {
         to: i64,
         max_records: i64,
     ) -> Vec<Acquired> {
-        let limits = self.cfg.limits();
+        let limits = self.cfg.limits(group);
         let mut inner = self.inner.lock().unwrap();
         let key = inner.member_key(group, member);
         match inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) {
@@ -517,7 +581,6 @@ impl Coordinator {
     }
 
     fn expire(&self, now: i64) -> bool {
-        let limits = self.cfg.limits();
         let mut inner = self.inner.lock().unwrap();
         let mut gone = Vec::new();
         for (id, g) in inner.groups.iter_mut() {
@@ -527,10 +590,10 @@ impl Coordinator {
         }
         let mut any = false;
         for (g, m) in gone {
-            any |= inner.forget_member(&g, &m, &limits);
+            any |= inner.forget_member(&g, &m, &self.cfg.limits(&g));
         }
-        for sp in inner.partitions.values_mut() {
-            any |= sp.expire(now, &limits) > 0;
+        for ((g, _, _), sp) in inner.partitions.iter_mut() {
+            any |= sp.expire(now, &self.cfg.limits(g)) > 0;
         }
         any
     }

@@ -1,6 +1,7 @@
-//! `sluice-metadata` on one node: every topic (name, id, partition count, its configs) and the
-//! dynamic broker configs and the feature levels UpdateFeatures set, one record a line, tab-separated; rewritten whole beside the old
-//! file and renamed into place at each change, so a crash leaves the old or the new one.
+//! `sluice-metadata` on one node: every topic (name, id, partition count, its configs), the
+//! dynamic broker configs, the feature levels UpdateFeatures set and the dynamic group
+//! configs, one record a line, tab-separated; rewritten whole beside the old file and renamed
+//! into place at each change, so a crash leaves the old or the new one.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -24,7 +25,9 @@ impl Controller {
     /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
     /// `config <TAB> key <TAB> value` lines for that topic, and the dynamic broker configs as
     /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines, the feature levels
-    /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`.
+    /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`,
+    /// the group configs as `group-config <TAB> group <TAB> key <TAB> value` (group and value
+    /// escaped: [`escape`]).
     #[allow(clippy::type_complexity)]
     pub(super) fn read_metadata_file(
         &self,
@@ -32,14 +35,16 @@ impl Controller {
         Vec<(String, Uuid, i32, BTreeMap<String, String>)>,
         DynamicConfigs,
         FeatureLevels,
+        GroupMap,
     )> {
         let path = self.metadata_path();
         let mut dynamic = DynamicConfigs::default();
         let mut features = FeatureLevels::default();
+        let mut groups = GroupMap::new();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((Vec::new(), dynamic, features));
+                return Ok((Vec::new(), dynamic, features, groups));
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
@@ -83,11 +88,18 @@ impl Controller {
                         .parse()
                         .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?;
                 }
+                ["group-config", group, key, value] => {
+                    let bad = || format!("{}:{}: bad escape", path.display(), n + 1);
+                    groups
+                        .entry(unescape(group).with_context(bad)?)
+                        .or_default()
+                        .insert(key.to_string(), unescape(value).with_context(bad)?);
+                }
                 [""] => {}
                 _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
             }
         }
-        Ok((out, dynamic, features))
+        Ok((out, dynamic, features, groups))
     }
 
     pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {
@@ -124,6 +136,52 @@ impl Controller {
         if features.changes > 0 {
             text.push_str(&format!("feature-changes\t{}\n", features.changes));
         }
+        for (group, set) in self.group_configs.all() {
+            for (k, v) in set {
+                text.push_str(&format!(
+                    "group-config\t{}\t{k}\t{}\n",
+                    escape(&group),
+                    escape(&v)
+                ));
+            }
+        }
         write_atomically(&self.metadata_path(), text.as_bytes())
+    }
+}
+
+/// Every group's configs, by group id.
+pub type GroupMap = BTreeMap<String, BTreeMap<String, String>>;
+
+/// A group id or value in one tab-separated field: backslash, tab, newline and carriage
+/// return escaped with a backslash.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Reverses [`escape`] (a subset of Java properties escaping).
+pub fn unescape(s: &str) -> Result<String> {
+    crate::config::parse::unescape(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_fields_round_trip() {
+        for s in ["", "g", "a\tb", "x\ny\r", "back\\slash\\t", "\\"] {
+            assert!(!escape(s).contains(['\t', '\n', '\r']));
+            assert_eq!(unescape(&escape(s)).unwrap(), s);
+        }
     }
 }

@@ -110,6 +110,8 @@ pub enum ConfigResource {
     Broker(Option<i32>),
     /// The feature levels UpdateFeatures set: feature name → level (a decimal number).
     Features,
+    /// A group's dynamic configs (config resource type GROUP).
+    Group(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

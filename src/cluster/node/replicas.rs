@@ -67,6 +67,17 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
             .cloned()
             .unwrap_or_default(),
     };
+    let groups = img
+        .configs
+        .iter()
+        .filter_map(|(r, set)| match r {
+            ConfigResource::Group(g) => Some((g.clone(), set.clone())),
+            _ => None,
+        })
+        .collect();
+    if ctl.group_configs.replace_all(groups) {
+        info!("group configs changed");
+    }
     let defaults = if ctl.defaults().dynamic == dynamic {
         ctl.defaults()
     } else {

@@ -53,6 +53,9 @@ pub enum ControllerRequest {
     /// The quorum as the Raft leader sees it (Kafka's DescribeQuorum, which brokers forward
     /// to the active controller): answered only by the leader.
     DescribeQuorum,
+    /// Dynamic group config changes: (group, name, value; `None` deletes), validated by the
+    /// broker that took the request.
+    AlterGroupConfigs(Vec<(String, String, Option<String>)>),
 }
 
 /// (topic, new total count, manual assignments of the new partitions)

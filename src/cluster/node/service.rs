@@ -275,6 +275,21 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::AlterGroupConfigs(items) => ControllerReply::Done(
+                self.decide(|_, img, _| {
+                    each(img, &items, |_, (group, name, value)| {
+                        Ok((
+                            vec![MetadataRecord::Config {
+                                resource: ConfigResource::Group(group.clone()),
+                                name: name.clone(),
+                                value: value.clone(),
+                            }],
+                            (),
+                        ))
+                    })
+                })
+                .await?,
+            ),
             ControllerRequest::UnregisterBroker(id) => ControllerReply::Done(vec![
                 self.decide(|active, img, _| match active.unregister(img, id) {
                     Ok((records, ())) => (records, Ok(())),

@@ -75,15 +75,23 @@ pub(super) fn sync_state(g: &mut Group) {
 }
 
 impl Coordinator {
-    /// The session timeout of a group's members: the broker's
-    /// `group.consumer.session.timeout.ms` (a per-group override would be looked up here).
-    fn consumer_session_ms(&self, _group: &str) -> u64 {
-        self.cfg.consumer.session_timeout_ms as u64
+    /// The session timeout of a group's members: its `consumer.session.timeout.ms`, else the
+    /// broker's `group.consumer.session.timeout.ms`.
+    fn consumer_session_ms(&self, group: &str) -> u64 {
+        let c = &self.cfg.consumer;
+        c.per_group
+            .num(group, "consumer.session.timeout.ms")
+            .unwrap_or(c.session_timeout_ms as i64)
+            .max(1) as u64
     }
 
-    /// `group.consumer.heartbeat.interval.ms` (a per-group override would be looked up here).
-    fn consumer_heartbeat_ms(&self, _group: &str) -> i32 {
-        self.cfg.consumer.heartbeat_interval_ms
+    /// Its `consumer.heartbeat.interval.ms`, else `group.consumer.heartbeat.interval.ms`.
+    fn consumer_heartbeat_ms(&self, group: &str) -> i32 {
+        let c = &self.cfg.consumer;
+        c.per_group
+            .num(group, "consumer.heartbeat.interval.ms")
+            .and_then(|v| i32::try_from(v).ok())
+            .unwrap_or(c.heartbeat_interval_ms)
     }
 
     pub async fn consumer_heartbeat(
