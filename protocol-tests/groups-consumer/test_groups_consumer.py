@@ -247,27 +247,6 @@ def java_regex():
         m.stop()
 
 
-@S.scenario("java-regex-new-topic", timeout=150)
-def java_regex_new_topic():
-    """A topic created after the member joined with a regex, matching it, is assigned to the
-    member without the member changing its subscription (Kafka re-resolves a group's regexes
-    at a heartbeat once the metadata has new topics)."""
-    base = name("rxn")
-    t1 = create_topic(base + "-a", 2)
-    group = name("rxn")
-    m = java_member(group, "--regex=" + base.replace("-", "\\-") + "\\-.*", "rxn")
-    try:
-        wait_until(lambda: m.owned() == {"%s-%d" % (t1, p) for p in range(2)}, T,
-                   "the partitions of the matching topic")
-        t2 = create_topic(base + "-b", 3)
-        want = {"%s-%d" % (t, p) for t, n in ((t1, 2), (t2, 3)) for p in range(n)}
-        wait_until(lambda: m.owned() == want, T,
-                   "the partitions of the topic created later too")
-        check(not m.errors, "member errors: %s" % m.errors)
-    finally:
-        m.stop()
-
-
 @S.scenario("java-unsupported-assignor", timeout=90)
 def java_unsupported_assignor():
     topic = create_topic(name("assignor"), 1)
@@ -499,6 +478,27 @@ def mixed_group():
         check(a.fenced == 0 and b.fenced == 0, "no commit refused: %d %d" % (a.fenced, b.fenced))
     finally:
         stop_all([m for m in (a, b) if m])
+
+
+@S.scenario("java-regex-new-topic", timeout=150)
+def java_regex_new_topic():
+    """A topic created after the member joined with a regex, matching it, is assigned to the
+    member without the member changing its subscription (Kafka re-resolves a group's regexes
+    at a heartbeat once the metadata has new topics)."""
+    base = name("rxn")
+    t1 = create_topic(base + "-a", 2)
+    group = name("rxn")
+    m = java_member(group, "--regex=" + base.replace("-", "\\-") + "\\-.*", "rxn")
+    try:
+        wait_until(lambda: m.owned() == {"%s-%d" % (t1, p) for p in range(2)}, T,
+                   "the partitions of the matching topic")
+        t2 = create_topic(base + "-b", 3)
+        want = {"%s-%d" % (t, p) for t, n in ((t1, 2), (t2, 3)) for p in range(n)}
+        wait_until(lambda: m.owned() == want, T,
+                   "the partitions of the topic created later too")
+        check(not m.errors, "member errors: %s" % m.errors)
+    finally:
+        m.stop()
 
 
 if __name__ == "__main__":
