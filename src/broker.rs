@@ -23,8 +23,11 @@ pub struct Broker {
     pub groups: Arc<Coordinator>,
     /// The transaction coordinator; it persists through `__transaction_state`.
     pub txns: Arc<crate::txn::Coordinator>,
-    /// Share groups and share partitions (in memory only, see `share`).
+    /// Share groups and share partitions (their in-flight records); they persist through
+    /// `share_states`.
     pub share: Arc<crate::share::Coordinator>,
+    /// The share coordinator: share-partition states in `__share_group_state`.
+    pub share_states: Arc<crate::share::state::ShareStates>,
     /// Connections to the other brokers for the transaction coordinator's requests.
     pub peers: crate::txn::peers::Peers,
     /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
@@ -45,12 +48,22 @@ impl Broker {
         let txn_config = crate::txn::TxnConfig::from_broker(&config);
         let mut share_config = crate::share::ShareConfig::from_broker(&config)?;
         share_config.per_group = controller.group_configs.clone();
-        let share =
-            crate::share::Coordinator::open(share_config, Some(config.log_dirs[0].clone()))?;
+        let share_state_config = crate::share::state::StateConfig::from_broker(&config);
+        // Share-partition states live in `__share_group_state`; a state file of earlier
+        // builds (start offsets only) is not read.
+        let old_state_file = config.log_dirs[0].join("sluice-share-state");
+        if old_state_file.exists() {
+            std::fs::remove_file(&old_state_file)?;
+        }
         let clustered = config.cluster.is_some();
         let cleaner = controller.cleaner.clone();
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
+            let share_states = Arc::new(crate::share::state::ShareStates::new(
+                share_state_config,
+                me.clone(),
+                clustered,
+            ));
             Broker {
                 config,
                 controller,
@@ -62,7 +75,11 @@ impl Broker {
                     Coordinator::new(group_config, log)
                 },
                 txns: crate::txn::for_broker(txn_config, me.clone()),
-                share,
+                share: crate::share::Coordinator::open(
+                    share_config,
+                    Some(share_states.clone()),
+                ),
+                share_states,
                 peers: Default::default(),
                 cluster: OnceLock::new(),
                 cleaner,
@@ -83,6 +100,10 @@ impl Broker {
             if let Some(t) = broker.controller.topic(crate::txn::store::TOPIC) {
                 crate::txn::loader::load_all(&broker.txns, &t)?;
             }
+            broker
+                .share_states
+                .install(crate::share::state::load(&broker.controller)?);
+            broker.share.restore();
         }
         Ok(broker)
     }

@@ -196,12 +196,9 @@ async fn run(config: BrokerConfig) -> i32 {
     for t in &tasks {
         t.abort();
     }
+    broker.share.persist().await;
     if let Some(c) = broker.cluster() {
         c.stop().await;
-    }
-    let b = broker.clone();
-    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || b.share.flush()).await {
-        error!("shutdown: share state not written: {e:#}");
     }
     let b = broker.clone();
     match tokio::task::spawn_blocking(move || {

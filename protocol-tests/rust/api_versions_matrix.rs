@@ -593,6 +593,80 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.group_id = group("matrix-share-none");
             built::<_, DeleteShareGroupOffsetsResponse>(r)
         }
+        // The share-state APIs on the matrix topic's partition 0 of a group of their own:
+        // initialized first (the keys are sent in order), then read, written, summarized and
+        // deleted.
+        ApiKey::InitializeShareGroupState => {
+            use kafka_protocol::messages::initialize_share_group_state_request as m;
+            let mut p = m::PartitionData::default();
+            p.partition = 0;
+            p.start_offset = 0;
+            let mut t = m::InitializeStateData::default();
+            t.topic_id = fx.topic_id;
+            t.partitions = vec![p];
+            let mut r = kafka_protocol::messages::InitializeShareGroupStateRequest::default();
+            r.group_id = s("matrix-share-state");
+            r.topics = vec![t];
+            built::<_, kafka_protocol::messages::InitializeShareGroupStateResponse>(r)
+        }
+        ApiKey::ReadShareGroupState => {
+            use kafka_protocol::messages::read_share_group_state_request as m;
+            let mut p = m::PartitionData::default();
+            p.partition = 0;
+            p.leader_epoch = 0;
+            let mut t = m::ReadStateData::default();
+            t.topic_id = fx.topic_id;
+            t.partitions = vec![p];
+            let mut r = kafka_protocol::messages::ReadShareGroupStateRequest::default();
+            r.group_id = s("matrix-share-state");
+            r.topics = vec![t];
+            built::<_, kafka_protocol::messages::ReadShareGroupStateResponse>(r)
+        }
+        ApiKey::WriteShareGroupState => {
+            use kafka_protocol::messages::write_share_group_state_request as m;
+            let mut sb = m::StateBatch::default();
+            sb.first_offset = 0;
+            sb.last_offset = 0;
+            sb.delivery_state = 2;
+            sb.delivery_count = 1;
+            let mut p = m::PartitionData::default();
+            p.partition = 0;
+            p.leader_epoch = 0;
+            p.start_offset = -1;
+            p.state_batches = vec![sb];
+            let mut t = m::WriteStateData::default();
+            t.topic_id = fx.topic_id;
+            t.partitions = vec![p];
+            let mut r = kafka_protocol::messages::WriteShareGroupStateRequest::default();
+            r.group_id = s("matrix-share-state");
+            r.topics = vec![t];
+            built::<_, kafka_protocol::messages::WriteShareGroupStateResponse>(r)
+        }
+        ApiKey::DeleteShareGroupState => {
+            use kafka_protocol::messages::delete_share_group_state_request as m;
+            let mut p = m::PartitionData::default();
+            p.partition = 0;
+            let mut t = m::DeleteStateData::default();
+            t.topic_id = fx.topic_id;
+            t.partitions = vec![p];
+            let mut r = kafka_protocol::messages::DeleteShareGroupStateRequest::default();
+            r.group_id = s("matrix-share-state-deleted");
+            r.topics = vec![t];
+            built::<_, kafka_protocol::messages::DeleteShareGroupStateResponse>(r)
+        }
+        ApiKey::ReadShareGroupStateSummary => {
+            use kafka_protocol::messages::read_share_group_state_summary_request as m;
+            let mut p = m::PartitionData::default();
+            p.partition = 0;
+            p.leader_epoch = 0;
+            let mut t = m::ReadStateSummaryData::default();
+            t.topic_id = fx.topic_id;
+            t.partitions = vec![p];
+            let mut r = kafka_protocol::messages::ReadShareGroupStateSummaryRequest::default();
+            r.group_id = s("matrix-share-state");
+            r.topics = vec![t];
+            built::<_, kafka_protocol::messages::ReadShareGroupStateSummaryResponse>(r)
+        }
         other => panic!(
             "{other:?} is advertised but api_versions_matrix.rs has no request builder for it: \
              add one to build()"

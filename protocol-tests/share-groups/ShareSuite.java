@@ -95,6 +95,13 @@ public class ShareSuite {
         }
     }
 
+    /** prefix + 0 .. prefix + (n - 1). */
+    static List<String> numbered(String prefix, int n) {
+        List<String> values = new ArrayList<>();
+        for (int i = 0; i < n; i++) values.add(prefix + i);
+        return values;
+    }
+
     static int index(String v) {
         return Integer.parseInt(v.substring(2));
     }
@@ -292,9 +299,7 @@ public class ShareSuite {
                 c.commitSync();
                 if (warm.get() && !produced) {
                     warming.join();
-                    List<String> values = new ArrayList<>();
-                    for (int i = 0; i < n; i++) values.add("r-" + i);
-                    produce(topic, values);
+                    produce(topic, numbered("r-", n));
                     produced = true;
                 }
             }
@@ -322,6 +327,121 @@ public class ShareSuite {
             }
         }
         System.out.println("OK " + m + " new records after the restart, none accepted before it");
+    }
+
+    /**
+     * Before a broker kill -9: of 30 records, r-i with i % 3 == 0 is accepted, 1 rejected, 2
+     * released once. Prints the offsets of r-0 and r-2 (r-2 is the first record not done).
+     */
+    static void beforeKill(String topic, String group) throws Exception {
+        createTopic(topic);
+        int n = 30;
+        Map<Integer, List<Short>> seen = new TreeMap<>();
+        AtomicBoolean warm = new AtomicBoolean();
+        long start = System.currentTimeMillis(), r0 = -1, r2 = -1;
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            Thread warming = warmUp(topic, warm);
+            boolean produced = false;
+            while (!(produced && seen.size() == n)) {
+                deadline(start, "seen before the kill " + seen);
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (r.key().equals("warm")) { warm.set(true); c.acknowledge(r, AcknowledgeType.ACCEPT); continue; }
+                    int i = index(r.value());
+                    seen.computeIfAbsent(i, k -> new ArrayList<>()).add(count(r));
+                    if (i == 0) r0 = r.offset();
+                    if (i == 2) r2 = r.offset();
+                    if (seen.get(i).size() > 1) fail("r-" + i + " delivered again before the kill: " + seen.get(i));
+                    c.acknowledge(r, i % 3 == 0 ? AcknowledgeType.ACCEPT : i % 3 == 1 ? AcknowledgeType.REJECT : AcknowledgeType.RELEASE);
+                }
+                c.commitSync();
+                if (warm.get() && !produced) {
+                    warming.join();
+                    produce(topic, numbered("r-", n));
+                    produced = true;
+                }
+            }
+        }
+        System.out.println("OK " + r0 + " " + r2);
+    }
+
+    /**
+     * After the broker's kill -9 and restart: accepted and rejected records never come again;
+     * each released one comes with delivery count 2 (its count survived), and released again,
+     * with count 3, the limit (broker-overrides): released then, it is archived and never
+     * comes again. A sentinel produced now is delivered once.
+     */
+    static void afterKill(String topic, String group, int limit) throws Exception {
+        int n = 30;
+        produce(topic, List.of("s-0"));
+        Map<Integer, List<Short>> again = new TreeMap<>();
+        boolean sentinel = false;
+        long start = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group)) {
+            c.subscribe(List.of(topic));
+            int quietPolls = 0;
+            while (true) {
+                deadline(start, "after the kill: sentinel " + sentinel + ", released ones " + again);
+                ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : rs) {
+                    if (r.value().equals("s-0")) {
+                        if (sentinel) fail("the sentinel came twice");
+                        sentinel = true;
+                        c.acknowledge(r, AcknowledgeType.ACCEPT);
+                        continue;
+                    }
+                    if (r.key().equals("warm")) fail("warm-up " + r.value() + " at offset " + r.offset() + " was accepted before the kill and came again");
+                    int i = index(r.value());
+                    if (i % 3 != 2) fail("r-" + i + " at offset " + r.offset() + " was " + (i % 3 == 0 ? "accepted" : "rejected") + " before the kill and came again (count " + count(r) + ")");
+                    again.computeIfAbsent(i, k -> new ArrayList<>()).add(count(r));
+                    c.acknowledge(r, AcknowledgeType.RELEASE);
+                }
+                c.commitSync();
+                boolean complete = sentinel;
+                for (int i = 2; complete && i < n; i += 3) complete = again.containsKey(i) && again.get(i).size() >= limit - 1;
+                if (complete && rs.isEmpty() && ++quietPolls >= 4) break;
+            }
+        }
+        List<Short> want = new ArrayList<>();
+        for (short k = 2; k <= limit; k++) want.add(k);
+        for (var e : again.entrySet()) {
+            if (!e.getValue().equals(want)) fail("r-" + e.getKey() + " delivered after the kill with counts " + e.getValue() + ", expected " + want);
+        }
+        System.out.println("OK after the kill: " + again.size() + " released records with counts " + want + ", then archived; none accepted or rejected came again");
+    }
+
+    /** A classic consumer, then a KIP-848 one, with the id of an existing share group. */
+    static void joinRefused(String topic) throws Exception {
+        String group = "sg-join-" + topic;
+        drain(topic, group);
+        StringBuilder got = new StringBuilder();
+        for (String protocol : List.of("classic", "consumer")) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("group.id", group);
+            p.put("group.protocol", protocol);
+            p.put("key.deserializer", StringDeserializer.class.getName());
+            p.put("value.deserializer", StringDeserializer.class.getName());
+            String error = null;
+            long start = System.currentTimeMillis();
+            try (var c = new org.apache.kafka.clients.consumer.KafkaConsumer<String, String>(p)) {
+                c.subscribe(List.of(topic));
+                while (error == null) {
+                    deadline(start, protocol + " consumer of share group " + group + " was not refused");
+                    try {
+                        c.poll(Duration.ofMillis(500));
+                    } catch (Exception e) {
+                        error = e.getClass().getSimpleName() + ": " + e.getMessage();
+                    }
+                }
+            }
+            got.append(protocol).append(" -> ").append(error).append("; ");
+            String want = protocol.equals("classic")
+                    ? "InconsistentGroupProtocolException"
+                    : "GroupIdNotFoundException: Group " + group + " is not a consumer group.";
+            if (!error.startsWith(want)) fail(protocol + " consumer got " + error + ", expected " + want);
+        }
+        System.out.println("OK " + got);
     }
 
     /** A consumer killed -9 holding records: another gets them once their locks expire. */
@@ -451,6 +571,9 @@ public class ShareSuite {
             case "drain" -> drain(args[2], args[3]);
             case "before-restart" -> beforeRestart(args[2], args[3], Integer.parseInt(args[4]));
             case "after-restart" -> afterRestart(args[2], args[3], Integer.parseInt(args[4]));
+            case "before-kill" -> beforeKill(args[2], args[3]);
+            case "after-kill" -> afterKill(args[2], args[3], Integer.parseInt(args[4]));
+            case "join-refused" -> joinRefused("sg-join-" + tag);
             default -> fail("unknown scenario " + scenario);
         }
         System.out.flush();

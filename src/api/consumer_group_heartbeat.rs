@@ -75,6 +75,15 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     };
     let topics = topics(&b);
     let mut resp = ConsumerGroupHeartbeatResponse::default();
+    // A share group's id is not a consumer group's, as Kafka answers.
+    if b.share.exists(req.group_id.0.as_str()) {
+        resp.error_code = kafka_protocol::ResponseError::GroupIdNotFound.code();
+        resp.error_message = Some(sb(format!(
+            "Group {} is not a consumer group.",
+            req.group_id.0.as_str()
+        )));
+        return super::respond(&ctx, &resp);
+    }
     match b
         .groups
         .consumer_heartbeat(req.group_id.0.as_str(), r, &topics)

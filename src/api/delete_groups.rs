@@ -31,5 +31,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         r.group_id = id;
         resp.results.push(r);
     }
+    // A deleted share group's persisted states are deleted before the answer.
+    b.share.persist().await;
     super::respond(&ctx, &resp)
 }

@@ -2,9 +2,11 @@
 //!
 //! A consumer group's (key type 0) coordinator is the leader of its `__consumer_offsets`
 //! partition, a transactional id's (key type 1) the leader of its `__transaction_state`
-//! partition; on a cluster of one this node. `__transaction_state` is created on the first
-//! transactional lookup (as Kafka does); until its partition has a leader,
-//! COORDINATOR_NOT_AVAILABLE. v0-3 ask for one key; v4+ batch several in coordinator_keys.
+//! partition, a share partition's (key type 2, "group:topicId:partition", the share-state
+//! APIs' coordinator) the leader of its `__share_group_state` partition; on a cluster of one
+//! this node. `__transaction_state` and `__share_group_state` are created on the first
+//! lookup (as Kafka does); until the partition has a leader, COORDINATOR_NOT_AVAILABLE. A
+//! share key not of that form is INVALID_REQUEST. v0-3 ask for one key; v4+ batch several in coordinator_keys.
 //! librdkafka also reads this API's presence as a capability: it enables LZ4 only when
 //! FindCoordinator is advertised.
 
@@ -29,6 +31,16 @@ pub const SPEC: ApiSpec = ApiSpec {
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
+const SHARE: i8 = 2;
+
+/// A share coordinator key names a group, a topic id (Kafka's base64) and a partition.
+fn valid_share_key(key: &str) -> bool {
+    let mut parts = key.rsplitn(3, ':');
+    let (Some(p), Some(t), Some(g)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !g.is_empty() && p.parse::<i32>().is_ok_and(|p| p >= 0) && t.len() == 22
+}
 
 /// (error, node, host, port) for one key.
 type Found = (i16, i32, String, i32);
@@ -44,10 +56,12 @@ async fn coordinator(b: &Broker, key: &str, key_type: i8) -> Found {
     let topic = match key_type {
         GROUP => crate::group::store::TOPIC,
         TRANSACTION => crate::txn::store::TOPIC,
+        SHARE if valid_share_key(key) => crate::share::state::TOPIC,
         _ => return error(ResponseError::InvalidRequest.code()),
     };
     let ready = match key_type {
         TRANSACTION => crate::txn::ensure_ready(b).await,
+        SHARE => b.share_states.ensure_topic(b).await.map(|_| ()),
         _ if b.cluster().is_some() => crate::group::store::offsets_topic(b).await.map(|_| ()),
         _ => Ok(()),
     };

@@ -2,6 +2,7 @@
 //! phase of the rebalance to complete (see `group::coordinator`). v4+ new dynamic members get
 //! MEMBER_ID_REQUIRED first; v5+ carry group.instance.id (static membership); v7+ return the
 //! protocol type and name; v9+ may tell a rejoining static leader to skip the assignment.
+//! The id of a share group is refused (INCONSISTENT_GROUP_PROTOCOL).
 
 use std::sync::Arc;
 
@@ -45,8 +46,20 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         require_known_member_id: v >= 4,
         supports_skip_assignment: v >= 9,
     };
-    let r = b.groups.join(p).await;
     let mut resp = JoinGroupResponse::default();
+    // A classic member cannot join a share group: INCONSISTENT_GROUP_PROTOCOL with no
+    // member id, as Kafka answers.
+    if b.share.exists(&p.group_id) {
+        resp.error_code = kafka_protocol::ResponseError::InconsistentGroupProtocol.code();
+        resp.generation_id = -1;
+        resp.member_id = sb(String::new());
+        resp.leader = sb(String::new());
+        if v < 7 {
+            resp.protocol_name = Some(sb(String::new()));
+        }
+        return super::respond(&ctx, &resp);
+    }
+    let r = b.groups.join(p).await;
     resp.error_code = r.error;
     resp.generation_id = r.generation;
     if v >= 7 {

@@ -54,6 +54,7 @@ pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod share_group_offsets;
+pub mod share_state;
 pub mod unregister_broker;
 pub mod update_features;
 pub mod wire;
@@ -164,6 +165,11 @@ pub static APIS: &[ApiSpec] = &[
     share_group_offsets::DESCRIBE,
     share_group_offsets::ALTER,
     share_group_offsets::DELETE,
+    share_state::INITIALIZE,
+    share_state::READ,
+    share_state::WRITE,
+    share_state::DELETE,
+    share_state::SUMMARY,
 ];
 
 pub fn lookup(key: i16) -> Option<&'static ApiSpec> {

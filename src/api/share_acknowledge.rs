@@ -30,8 +30,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let (group, member) =
         match super::share_fetch::session_ids(req.group_id.as_ref(), req.member_id.as_ref()) {
             Ok(ids) => ids,
-            Err(code) => {
+            Err((code, message)) => {
                 resp.error_code = code;
+                if !message.is_empty() {
+                    resp.error_message = Some(message.to_string().into());
+                }
                 return super::respond(&ctx, &resp);
             }
         };
@@ -75,5 +78,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     if closed {
         b.share.close_session(&group, &member);
     }
+    // Acknowledgements are persisted before they are answered.
+    b.share.persist().await;
     super::respond(&ctx, &resp)
 }

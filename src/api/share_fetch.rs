@@ -2,6 +2,8 @@
 //! serves 1-2, v2 adding the renew acknowledgement).
 //!
 //! Behaviour:
+//! - a member id missing, empty or over 36 characters is INVALID_REQUEST ("Invalid member id
+//!   in the request."), as Kafka's request handler answers; any other id opens a session;
 //! - the share session epoch (`share::session`): 0 opens a session with the partitions named
 //!   (acknowledgements are refused with INVALID_REQUEST), n > 0 carries it on (adds the named
 //!   partitions, drops the forgotten ones; SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH),
@@ -95,19 +97,24 @@ fn partition_data(b: &Broker, tp: TopicPartition) -> PartitionData {
     pd
 }
 
-/// The group and member a share request names: INVALID_GROUP_ID without a group,
-/// UNKNOWN_MEMBER_ID without a member.
+/// Kafka's refusal of a share request whose member id is missing, empty or longer than 36
+/// characters (checked before anything else, as Kafka's request handler does).
+pub const INVALID_MEMBER_ID: &str = "Invalid member id in the request.";
+
+/// The group and member a share request names: INVALID_REQUEST ("Invalid member id in the
+/// request.") for a member id missing, empty or over 36 characters, INVALID_GROUP_ID
+/// without a group.
 pub fn session_ids(
     group: Option<&kafka_protocol::messages::GroupId>,
     member: Option<&StrBytes>,
-) -> Result<(String, String), i16> {
+) -> Result<(String, String), (i16, &'static str)> {
     let group = group.map(|g| g.0.to_string()).unwrap_or_default();
     let member = member.map(|m| m.to_string()).unwrap_or_default();
-    if group.is_empty() {
-        return Err(ResponseError::InvalidGroupId.code());
+    if member.is_empty() || member.chars().count() > 36 {
+        return Err((ResponseError::InvalidRequest.code(), INVALID_MEMBER_ID));
     }
-    if member.is_empty() {
-        return Err(ResponseError::UnknownMemberId.code());
+    if group.is_empty() {
+        return Err((ResponseError::InvalidGroupId.code(), ""));
     }
     Ok((group, member))
 }
@@ -115,7 +122,7 @@ pub fn session_ids(
 async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
     let (group, member) = match session_ids(req.group_id.as_ref(), req.member_id.as_ref()) {
         Ok(ids) => ids,
-        Err(code) => return top_error(code, ""),
+        Err((code, message)) => return top_error(code, message),
     };
     let epoch = req.share_session_epoch;
     let mut added: Vec<TopicPartition> = Vec::new();
@@ -162,6 +169,8 @@ async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
         pd.acknowledge_error_code = code;
         pd.acknowledge_error_message = message;
     }
+    // Piggy-backed acknowledgements are persisted before the answer.
+    b.share.persist().await;
     let (partitions, full) = match opened {
         Opened::Closed => {
             b.share.close_session(&group, &member);

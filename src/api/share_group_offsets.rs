@@ -196,6 +196,7 @@ async fn alter(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
         }
         resp.responses.push(out);
     }
+    b.share.persist().await;
     super::respond(&ctx, &resp)
 }
 
@@ -228,5 +229,6 @@ async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
         resp.responses.push(out);
     }
+    b.share.persist().await;
     super::respond(&ctx, &resp)
 }

@@ -12,6 +12,7 @@ pub mod checkpoints;
 pub mod control;
 pub mod controller;
 pub mod features;
+pub mod internal_topic;
 pub mod fetcher;
 pub mod log_cleaner;
 pub mod metadata;

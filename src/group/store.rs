@@ -213,7 +213,7 @@ impl OffsetsLog for TopicLog {
             })?;
             if let Some(at) = at {
                 let timeout = Duration::from_millis(b.config.offsets_commit_timeout_ms);
-                return append_committed(&b, group, at, &mut buf, timeout).await;
+                return append_committed(&b, TOPIC, group, at, &mut buf, timeout).await;
             }
             let topic = self.topic(&b).await?;
             let len = topic.partition_count as i32;
@@ -227,7 +227,7 @@ impl OffsetsLog for TopicLog {
                     partition,
                     base_offset: a.info.first_offset,
                 }),
-                Err(e) => Err(refused(group, partition, e)),
+                Err(e) => Err(refused(TOPIC, group, partition, e)),
             }
         })
     }
@@ -237,23 +237,23 @@ impl OffsetsLog for TopicLog {
 /// write as they are (INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE), the rest
 /// as Kafka's coordinator maps append errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR once
 /// not the leader).
-fn refused(group: &str, partition: i32, e: PartitionError) -> i16 {
+pub(crate) fn refused(topic: &str, group: &str, partition: i32, e: PartitionError) -> i16 {
     match e {
         PartitionError::NotLeader => ResponseError::NotCoordinator.code(),
         PartitionError::Producer(ProducerError::InvalidEpoch(m)) => {
-            info!(group, partition, "{TOPIC} write fenced: {m}");
+            info!(group, partition, "{topic} write fenced: {m}");
             ResponseError::InvalidProducerEpoch.code()
         }
         PartitionError::Producer(ProducerError::InvalidTxnState(m)) => {
-            info!(group, partition, "{TOPIC} write refused: {m}");
+            info!(group, partition, "{topic} write refused: {m}");
             ResponseError::InvalidTxnState.code()
         }
         e @ PartitionError::NotEnoughReplicas { .. } => {
-            info!(group, partition, "{TOPIC} write refused: {e:?}");
+            info!(group, partition, "{topic} write refused: {e:?}");
             ResponseError::CoordinatorNotAvailable.code()
         }
         e => {
-            warn!(group, partition, "append to {TOPIC} failed: {e:?}");
+            warn!(group, partition, "append to {topic} failed: {e:?}");
             ResponseError::CoordinatorNotAvailable.code()
         }
     }
@@ -265,8 +265,9 @@ fn refused(group: &str, partition: i32, e: PartitionError) -> i16 {
 /// any broker. Only in the leader epoch the coordinator holds: after a change of leadership
 /// the group is someone else's (NOT_COORDINATOR). Too few in-sync replicas, or the timeout:
 /// COORDINATOR_NOT_AVAILABLE (the client retries), as Kafka maps them.
-async fn append_committed(
+pub(crate) async fn append_committed(
     b: &Broker,
+    topic: &str,
     group: &str,
     at: Leader,
     batch: &mut [u8],
@@ -276,7 +277,7 @@ async fn append_committed(
     let unavailable = ResponseError::CoordinatorNotAvailable.code();
     let p = b
         .controller
-        .topic(TOPIC)
+        .topic(topic)
         .and_then(|t| t.partition(at.partition).cloned())
         .ok_or(not_coordinator)?;
     if !p.is_leader() || p.leader_epoch() != at.epoch {
@@ -284,7 +285,7 @@ async fn append_committed(
     }
     let appended = p
         .append_as_coordinator(batch, i32::MAX as usize, -1)
-        .map_err(|e| refused(group, at.partition, e))?;
+        .map_err(|e| refused(topic, group, at.partition, e))?;
     if appended.leader_epoch != at.epoch {
         // Led again in a newer epoch since the check: this coordinator's state is stale.
         return Err(not_coordinator);
@@ -309,7 +310,7 @@ async fn append_committed(
             info!(
                 group,
                 partition = at.partition,
-                "{TOPIC} write not committed within offsets.commit.timeout.ms"
+                "{topic} write not committed within the coordinator's write timeout"
             );
             return Err(unavailable);
         }

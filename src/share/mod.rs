@@ -8,24 +8,24 @@
 //! (share session epochs). [`Coordinator`] owns them all behind one lock and runs the timers
 //! (member sessions, acquisition locks); the log reads are in `fetch.rs`.
 //!
-//! What survives a restart is each share partition's start offset (`store.rs`, a local file
-//! written within 100 ms of a change and at shutdown): the records from there on are delivered
-//! again, with delivery counts starting over. Members, epochs and the in-flight records are
-//! not kept (members rejoin). Kafka keeps the whole state in `__share_group_state` through
-//! its share coordinator, which Sluice does not serve (the share-state APIs 83-87 are not
-//! advertised); in a cluster the file is the partition leader's own, so a new leader does not
-//! know it.
+//! Each share partition's state is persisted through the share coordinator (`state/`, the
+//! internal topic `__share_group_state`, in Kafka's records): its start offset and the
+//! records delivered at least once with their states and delivery counts. Acknowledgements
+//! are persisted before they are answered; other changes (released locks, expired members)
+//! within 100 ms. After a restart acknowledged and archived records stay done, released ones
+//! keep their delivery counts, and records that were acquired come back available, as in
+//! Kafka. Members and epochs are not kept (members rejoin). In a cluster a share partition's
+//! state is persisted only while this broker also coordinates its `__share_group_state`
+//! partition.
 
 pub mod assignor;
 pub mod fetch;
 pub mod group;
 pub mod partition;
 pub mod session;
-pub mod store;
+pub mod state;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -240,62 +240,129 @@ pub struct Coordinator {
     /// Share fetches waiting for records to become acquirable without an append (released,
     /// lock expired, member gone).
     waiters: Mutex<Vec<Weak<Notify>>>,
-    /// Where `store` keeps the start offsets (None: nowhere, for tests).
-    dir: Option<PathBuf>,
-    /// A start offset may have changed since the last write.
-    dirty: AtomicBool,
+    /// The share coordinator persisting share-partition states (None: nowhere, for tests).
+    states: Option<Arc<state::ShareStates>>,
+    /// Share partitions whose state changed since it was last persisted.
+    pending: Mutex<HashMap<SpKey, Pending>>,
+    /// One persist at a time, so that a share partition's states are written in the order
+    /// they were taken.
+    persisting: tokio::sync::Mutex<()>,
+}
+
+/// What a share partition's next persist does besides writing its state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Pending {
+    /// Its persisted state goes first (DeleteGroups, DeleteShareGroupOffsets).
+    delete: bool,
+    /// It starts again at a new state epoch (AlterShareGroupOffsets).
+    reset: bool,
 }
 
 /// A share group as ShareGroupDescribe shows it.
 pub type Described = ShareGroup;
 
 impl Coordinator {
-    /// The coordinator, with the start offsets `dir` kept (a damaged file stops start-up).
-    pub fn open(cfg: ShareConfig, dir: Option<PathBuf>) -> Result<Arc<Coordinator>> {
-        let mut inner = Inner::default();
-        if let Some(d) = &dir {
-            for (group, topic, partition, start) in store::read(d)? {
-                inner.groups.entry(group.clone()).or_default();
-                inner
-                    .partitions
-                    .insert((group, topic, partition), SharePartition::new(start));
+    /// The coordinator, persisting through `states`.
+    pub fn open(cfg: ShareConfig, states: Option<Arc<state::ShareStates>>) -> Arc<Coordinator> {
+        Arc::new(Coordinator {
+            cfg,
+            inner: Mutex::new(Inner::default()),
+            waiters: Mutex::new(Vec::new()),
+            states,
+            pending: Mutex::new(HashMap::new()),
+            persisting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Rebuilds the share groups and share partitions of the persisted states (start-up).
+    pub fn restore(&self) {
+        let Some(states) = &self.states else { return };
+        let mut inner = self.inner.lock().unwrap();
+        for ((group, topic, partition), st) in states.all() {
+            inner.groups.entry(group.clone()).or_default();
+            let sp = SharePartition::restore(
+                st.start_offset,
+                &st.batches,
+                self.cfg.partition_max_record_locks,
+            );
+            inner.partitions.insert((group, topic, partition), sp);
+        }
+    }
+
+    fn touched(&self, key: &SpKey) {
+        self.pending
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_default();
+    }
+
+    fn touched_all(&self, keys: impl IntoIterator<Item = SpKey>, p: Pending) {
+        let mut pending = self.pending.lock().unwrap();
+        for k in keys {
+            let e = pending.entry(k).or_default();
+            e.delete |= p.delete;
+            e.reset |= p.reset;
+        }
+    }
+
+    /// Persists every share partition changed since the last call, through the share
+    /// coordinator: a deleted one's state is deleted, a reset one starts at the next state
+    /// epoch, and each one still here writes its start offset and state batches. A change
+    /// the coordinator cannot take yet (not available, loading) is tried again at the next
+    /// call; one it refuses for good (another broker coordinates it) is dropped.
+    pub async fn persist(&self) {
+        let Some(states) = &self.states else { return };
+        let _one = self.persisting.lock().await;
+        let pending: Vec<(SpKey, Pending)> = self.pending.lock().unwrap().drain().collect();
+        for (key, p) in pending {
+            if let Err(r) = self.persist_one(states, &key, p).await {
+                let retry = r.code == kafka_protocol::ResponseError::CoordinatorNotAvailable.code()
+                    || r.code == kafka_protocol::ResponseError::CoordinatorLoadInProgress.code();
+                tracing::debug!(group = key.0, partition = key.2, code = r.code, "share state not persisted: {}", r.message);
+                if retry {
+                    self.touched_all([key], p);
+                }
             }
         }
-        Ok(Arc::new(Coordinator {
-            cfg,
-            inner: Mutex::new(inner),
-            waiters: Mutex::new(Vec::new()),
-            dir,
-            dirty: AtomicBool::new(false),
-        }))
     }
 
-    fn touched(&self) {
-        self.dirty.store(true, Ordering::Release);
-    }
-
-    /// Writes the start offsets if they may have changed since the last write.
-    pub fn flush(&self) -> Result<()> {
-        let Some(dir) = &self.dir else {
-            return Ok(());
-        };
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return Ok(());
+    async fn persist_one(
+        &self,
+        states: &state::ShareStates,
+        key: &SpKey,
+        p: Pending,
+    ) -> Result<(), state::Refusal> {
+        if p.delete {
+            states.delete(key).await?;
         }
-        let mut entries: Vec<store::Entry> = {
+        let view = {
             let inner = self.inner.lock().unwrap();
-            inner
-                .partitions
-                .iter()
-                .map(|((g, t, p), sp)| (g.clone(), *t, *p, sp.start_offset()))
-                .collect()
+            inner.partitions.get(key).map(|sp| sp.persisted())
         };
-        entries.sort();
-        let r = store::write(dir, &entries);
-        if r.is_err() {
-            self.touched();
-        }
-        r
+        let Some((start, batches)) = view else {
+            return Ok(());
+        };
+        let current = states.get(key).map(|s| s.state_epoch);
+        let state_epoch = match current {
+            Some(e) if p.reset => {
+                let next = e.saturating_add(1);
+                states.initialize(key, next, start).await?;
+                next
+            }
+            Some(e) => e,
+            None => {
+                states.initialize(key, 0, start).await?;
+                0
+            }
+        };
+        let w = state::Write {
+            state_epoch,
+            leader_epoch: -1,
+            start_offset: start,
+            batches,
+        };
+        states.write(key, &w).await
     }
 
     pub fn config(&self) -> &ShareConfig {
@@ -342,6 +409,9 @@ impl Coordinator {
             && answer.is_ok()
             && inner.forget_member(group_id, &member, &self.cfg.limits(group_id))
         {
+            let keys: Vec<SpKey> = inner.partitions.keys().filter(|k| k.0 == group_id).cloned().collect();
+            drop(inner);
+            self.touched_all(keys, Pending::default());
             self.wake();
         }
         answer
@@ -402,7 +472,9 @@ impl Coordinator {
         let mut inner = self.inner.lock().unwrap();
         let key = inner.member_key(group, member);
         if inner.release(group, key, &self.cfg.limits(group)) {
-            self.touched();
+            let keys: Vec<SpKey> = inner.partitions.keys().filter(|k| k.0 == group).cloned().collect();
+            drop(inner);
+            self.touched_all(keys, Pending::default());
             self.wake();
         }
     }
@@ -431,7 +503,7 @@ impl Coordinator {
             }
         }
         drop(inner);
-        self.touched();
+        self.touched(&(group.to_string(), tp.0, tp.1));
         if released {
             self.wake();
         }
@@ -453,12 +525,14 @@ impl Coordinator {
         let mut inner = self.inner.lock().unwrap();
         let key = (group.to_string(), tp.0, tp.1);
         if !inner.partitions.contains_key(&key) {
-            self.touched();
+            self.touched(&key);
         }
-        let sp = inner
-            .partitions
-            .entry(key)
-            .or_insert_with(|| SharePartition::new(start(self.cfg.reset(group))));
+        let persisted = self.states.as_ref().and_then(|s| s.get(&key));
+        let max_locks = self.cfg.partition_max_record_locks;
+        let sp = inner.partitions.entry(key.clone()).or_insert_with(|| match persisted {
+            Some(st) => SharePartition::restore(st.start_offset, &st.batches, max_locks),
+            None => SharePartition::new(start(self.cfg.reset(group))),
+        });
         let before = sp.start_offset();
         sp.skip_to(log_start);
         sp.expire(now_ms(), &limits);
@@ -467,7 +541,7 @@ impl Coordinator {
             sp.next_deadline(),
         );
         if sp.start_offset() != before {
-            self.touched();
+            self.touched(&key);
         }
         out
     }
@@ -510,8 +584,9 @@ impl Coordinator {
             return Some(kafka_protocol::ResponseError::NonEmptyGroup.code());
         }
         inner.groups.remove(group_id);
+        let gone: Vec<SpKey> = inner.partitions.keys().filter(|k| k.0 == group_id).cloned().collect();
         inner.partitions.retain(|(g, _, _), _| g != group_id);
-        self.touched();
+        self.touched_all(gone, Pending { delete: true, reset: false });
         inner.member_keys.retain(|(g, _), _| g != group_id);
         Some(0)
     }
@@ -544,13 +619,14 @@ impl Coordinator {
             Some(_) => {}
         }
         let key = (group_id.to_string(), tp.0, tp.1);
-        self.touched();
         match start {
             Some(o) => {
-                inner.partitions.insert(key, SharePartition::new(o));
+                inner.partitions.insert(key.clone(), SharePartition::new(o));
+                self.touched_all([key], Pending { delete: false, reset: true });
             }
             None => {
                 inner.partitions.remove(&key);
+                self.touched_all([key], Pending { delete: true, reset: false });
             }
         }
         0
@@ -565,17 +641,9 @@ impl Coordinator {
             loop {
                 tick.tick().await;
                 if me.expire(now_ms()) {
-                    me.touched();
                     me.wake();
                 }
-                if me.dirty.load(Ordering::Acquire) {
-                    let m = me.clone();
-                    match tokio::task::spawn_blocking(move || m.flush()).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::error!("share state not written: {e:#}"),
-                        Err(e) => tracing::error!("share state not written: {e}"),
-                    }
-                }
+                me.persist().await;
             }
         });
     }
@@ -588,13 +656,20 @@ impl Coordinator {
                 gone.push((id.clone(), m));
             }
         }
-        let mut any = false;
+        let mut changed: Vec<SpKey> = Vec::new();
         for (g, m) in gone {
-            any |= inner.forget_member(&g, &m, &self.cfg.limits(&g));
+            if inner.forget_member(&g, &m, &self.cfg.limits(&g)) {
+                changed.extend(inner.partitions.keys().filter(|k| k.0 == g).cloned());
+            }
         }
-        for ((g, _, _), sp) in inner.partitions.iter_mut() {
-            any |= sp.expire(now, &self.cfg.limits(g)) > 0;
+        for (k, sp) in inner.partitions.iter_mut() {
+            if sp.expire(now, &self.cfg.limits(&k.0)) > 0 {
+                changed.push(k.clone());
+            }
         }
+        drop(inner);
+        let any = !changed.is_empty();
+        self.touched_all(changed, Pending::default());
         any
     }
 }

@@ -16,6 +16,8 @@
 
 use std::collections::BTreeMap;
 
+use super::state::records::{ACKNOWLEDGED, ARCHIVED, AVAILABLE, Batch};
+
 /// Kafka's acknowledge types (ShareFetch/ShareAcknowledge `AcknowledgeTypes`).
 pub const GAP: i8 = 0;
 pub const ACCEPT: i8 = 1;
@@ -289,6 +291,76 @@ impl SharePartition {
         }
     }
 
+    /// The state to persist (`__share_group_state`): the SPSO and the state batches of the
+    /// in-flight records delivered at least once. An acquired record is persisted as it
+    /// was before its acquisition (Available with one delivery less), so that a broker
+    /// restarted from it offers the record again without counting a delivery nobody
+    /// acknowledged; a record never delivered is not persisted.
+    pub fn persisted(&self) -> (i64, Vec<Batch>) {
+        let mut out: Vec<Batch> = Vec::new();
+        for (&o, r) in &self.records {
+            let (state, count) = match r.state {
+                State::Available => (AVAILABLE, r.delivery_count),
+                State::Acquired { .. } => (AVAILABLE, r.delivery_count - 1),
+                State::Acknowledged => (ACKNOWLEDGED, r.delivery_count),
+                State::Archived => (ARCHIVED, r.delivery_count),
+            };
+            if state == AVAILABLE && count <= 0 {
+                continue;
+            }
+            match out.last_mut() {
+                Some(b)
+                    if b.last_offset + 1 == o
+                        && b.delivery_state == state
+                        && b.delivery_count == count =>
+                {
+                    b.last_offset = o
+                }
+                _ => out.push(Batch {
+                    first_offset: o,
+                    last_offset: o,
+                    delivery_state: state,
+                    delivery_count: count,
+                }),
+            }
+        }
+        (self.start, out)
+    }
+
+    /// A share partition as persisted: from `start`, the records of `batches` in their
+    /// states (acknowledged and archived ones stay done, available ones keep their delivery
+    /// counts); offsets between them were never delivered. At most `max_in_flight` offsets
+    /// from the start are in flight (the record locks bound them).
+    pub fn restore(start: i64, batches: &[Batch], max_in_flight: i64) -> SharePartition {
+        let mut sp = SharePartition::new(start);
+        let cap = start.saturating_add(max_in_flight.max(0));
+        for b in batches {
+            let first = b.first_offset.max(start);
+            let last = b.last_offset.min(cap - 1);
+            for o in first..=last {
+                let state = match b.delivery_state {
+                    ACKNOWLEDGED => State::Acknowledged,
+                    ARCHIVED => State::Archived,
+                    _ => State::Available,
+                };
+                let delivery_count = b.delivery_count.max(0);
+                sp.records.insert(o, InFlight { state, delivery_count });
+            }
+        }
+        sp.end = sp
+            .records
+            .last_key_value()
+            .map_or(start, |(&o, _)| o + 1);
+        for o in start..sp.end {
+            sp.records.entry(o).or_insert(InFlight {
+                state: State::Available,
+                delivery_count: 0,
+            });
+        }
+        sp.advance();
+        sp
+    }
+
     /// The state of one offset (tests and describe).
     pub fn state_of(&self, offset: i64) -> Option<(State, i16)> {
         self.records
@@ -415,6 +487,37 @@ mod tests {
         assert_eq!(sp.release_member(1, &L), 2);
         assert_eq!(sp.acquire(3, 0, 4, 10, 0, &L), vec![acq(0, 1, 2)]);
         assert_eq!(sp.state_of(2).map(|s| s.1), Some(1));
+    }
+
+    #[test]
+    fn what_is_persisted_comes_back_as_it_was() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire(1, 0, 6, 10, 0, &L);
+        sp.acknowledge(1, 1, 1, &[ACCEPT], &L).unwrap();
+        sp.acknowledge(1, 2, 2, &[REJECT], &L).unwrap();
+        sp.acknowledge(1, 3, 3, &[RELEASE], &L).unwrap();
+        let (start, batches) = sp.persisted();
+        assert_eq!(start, 0);
+        let b = |f, l, s, c| Batch {
+            first_offset: f,
+            last_offset: l,
+            delivery_state: s,
+            delivery_count: c,
+        };
+        assert_eq!(
+            batches,
+            vec![b(1, 1, ACKNOWLEDGED, 1), b(2, 2, ARCHIVED, 1), b(3, 3, AVAILABLE, 1)]
+        );
+        let mut back = SharePartition::restore(start, &batches, 10);
+        assert_eq!(back.end_offset(), 4);
+        assert_eq!(back.state_of(0), Some((State::Available, 0)));
+        assert_eq!(back.acquire(2, 0, 6, 10, 0, &L), vec![acq(0, 0, 1), acq(3, 3, 2), acq(4, 5, 1)]);
+        back.acknowledge(2, 0, 0, &[ACCEPT], &L).unwrap();
+        assert_eq!(back.start_offset(), 3);
+        let done = SharePartition::restore(5, &[b(0, 6, ARCHIVED, 1)], 10);
+        assert_eq!((done.start_offset(), done.in_flight()), (7, 0));
+        let capped = SharePartition::restore(0, &[b(5, i64::MAX, AVAILABLE, 1)], 10);
+        assert_eq!(capped.end_offset(), 10);
     }
 
     #[test]

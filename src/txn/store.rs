@@ -7,7 +7,7 @@
 //! once the high watermark passes it, errors mapped as Kafka's TransactionStateManager maps
 //! them. [`MemoryLog`] serves the unit tests. [`load_partition`] replays one partition.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -23,9 +23,8 @@ use tracing::{info, warn};
 use super::records;
 use super::state::Transit;
 use crate::broker::{Broker, now_ms};
-use crate::cluster::controller::NewTopic;
 use crate::cluster::partition::AckOutcome;
-use crate::cluster::{Partition, PartitionError, TopicError, TopicInfo};
+use crate::cluster::{Partition, PartitionError, TopicInfo};
 use crate::group::replay::Entry;
 
 pub const TOPIC: &str = "__transaction_state";
@@ -161,52 +160,23 @@ fn encode_record(key: Bytes, value: Option<Bytes>, timestamp: i64) -> anyhow::Re
 /// cluster `transaction.state.log.replication.factor` replicas (COORDINATOR_NOT_AVAILABLE
 /// until that many brokers are up, as Kafka).
 pub async fn ensure_topic(b: &Broker) -> Result<Arc<TopicInfo>, i16> {
-    if let Some(t) = b.controller.topic(TOPIC) {
-        return Ok(t);
-    }
     let s = &b.config.txn;
-    let configs: BTreeMap<String, String> = [
+    let configs = crate::cluster::internal_topic::configs(&[
         ("cleanup.policy", "compact".to_string()),
         ("min.insync.replicas", s.min_isr.to_string()),
         ("segment.bytes", s.segment_bytes.to_string()),
         ("unclean.leader.election.enable", "false".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let created = match b.cluster() {
-        Some(c) => {
-            let t = crate::cluster::control::active::CreateTopic {
-                name: TOPIC.to_string(),
-                num_partitions: s.num_partitions,
-                replication_factor: s.replication_factor,
-                assignments: None,
-                configs,
-            };
-            c.create_topics(vec![t], false)
-                .await
-                .pop()
-                .unwrap_or(Err(TopicError::UnknownTopic))
-                .map(|_| ())
-        }
-        None => b
-            .controller
-            .create_topic(NewTopic {
-                name: TOPIC.to_string(),
-                num_partitions: s.num_partitions,
-                replication_factor: 1,
-                configs,
-            })
-            .await
-            .map(|_| ()),
-    };
-    match created {
-        Ok(()) | Err(TopicError::AlreadyExists(_)) => {}
-        Err(e) => info!("cannot create {TOPIC} yet: {e:?}"),
-    }
-    b.controller
-        .topic(TOPIC)
-        .ok_or(E::CoordinatorNotAvailable.code())
+    ]);
+    crate::cluster::internal_topic::ensure(
+        b,
+        crate::cluster::internal_topic::InternalTopic {
+            name: TOPIC,
+            num_partitions: s.num_partitions,
+            replication_factor: s.replication_factor,
+            configs,
+        },
+    )
+    .await
 }
 
 /// One write: (partition, epoch, key, value).

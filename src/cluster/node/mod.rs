@@ -468,15 +468,19 @@ impl ClusterNode {
 impl Broker {
     /// A reconciled image: coordinators move with the leaderships of their internal
     /// partitions (the group coordinator with `__consumer_offsets`'s, the transaction
-    /// coordinator with `__transaction_state`'s).
+    /// coordinator with `__transaction_state`'s, the share coordinator with
+    /// `__share_group_state`'s).
     fn on_replicas_changed(&self, img: &MetadataImage, r: replicas::Reconciled) {
         let offsets = crate::group::store::TOPIC;
         let txns = crate::txn::store::TOPIC;
+        let shares = crate::share::state::TOPIC;
         for (topic, index) in r.stopped_leading {
             if &*topic == offsets {
                 crate::group::loader::stopped_leading(&self.groups, index);
             } else if &*topic == txns {
                 crate::txn::loader::stopped_leading(&self.txns, index);
+            } else if &*topic == shares {
+                crate::group::loader::PartitionLoads::unload(&*self.share_states, index);
             }
         }
         let count = |name| img.topic(name).map_or(0, |t| t.partitions.len() as i32);
@@ -485,6 +489,8 @@ impl Broker {
                 crate::group::loader::became_leader(&self.groups, p, count(offsets));
             } else if &*p.topic == txns {
                 crate::group::loader::became_leader(&self.txns, p, count(txns));
+            } else if &*p.topic == shares {
+                crate::group::loader::became_leader(&self.share_states, p, count(shares));
             }
         }
     }
