@@ -30,11 +30,7 @@ fn s(v: &str) -> StrBytes {
 
 /// (log dir as the broker names it, topic, partition, is_future) of every replica.
 fn describe(c: &mut common::Client) -> Vec<(String, String, i32, bool)> {
-    let resp: DescribeLogDirsResponse = c.call(
-        ApiKey::DescribeLogDirs,
-        4,
-        &DescribeLogDirsRequest::default(),
-    );
+    let resp: DescribeLogDirsResponse = c.call(ApiKey::DescribeLogDirs, 4, &all_replicas());
     let mut out = Vec::new();
     for d in &resp.results {
         assert_eq!(d.error_code, 0);
@@ -140,7 +136,9 @@ fn a_partition_moves_between_log_dirs_and_survives_kill9() {
     let before = values(&mut c);
     assert_eq!(before.len(), 20);
 
-    let from = dirs_of(&mut c, 0).pop().expect("partition 0 in a log dir");
+    let from = dirs_of(&mut c, 0)
+        .pop()
+        .unwrap_or_else(|| panic!("partition 0 in no log dir: {:?}", describe(&mut c)));
     let logdirs: Vec<String> = describe_dirs(&mut c);
     assert_eq!(logdirs.len(), 2, "{logdirs:?}");
     let to = logdirs.iter().find(|d| **d != from).unwrap().clone();
@@ -241,13 +239,16 @@ fn a_partition_moves_between_log_dirs_and_survives_kill9() {
     assert!(broker.log().contains("log dir move at start-up"));
 }
 
+/// DescribeLogDirs of every replica (null topics).
+fn all_replicas() -> DescribeLogDirsRequest {
+    let mut r = DescribeLogDirsRequest::default();
+    r.topics = None;
+    r
+}
+
 /// The log dirs DescribeLogDirs names.
 fn describe_dirs(c: &mut common::Client) -> Vec<String> {
-    let resp: DescribeLogDirsResponse = c.call(
-        ApiKey::DescribeLogDirs,
-        4,
-        &DescribeLogDirsRequest::default(),
-    );
+    let resp: DescribeLogDirsResponse = c.call(ApiKey::DescribeLogDirs, 4, &all_replicas());
     resp.results.iter().map(|d| d.log_dir.to_string()).collect()
 }
 
