@@ -20,6 +20,9 @@ use kafka_protocol::messages::alter_configs_request;
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
+use kafka_protocol::messages::alter_replica_log_dirs_request::{
+    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
@@ -391,6 +394,18 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.timeout_ms = 5_000;
             r.validate_only = true;
             built::<_, CreatePartitionsResponse>(r)
+        }
+        ApiKey::AlterReplicaLogDirs => {
+            // A dir that is not a log dir: LOG_DIR_NOT_FOUND, nothing moves.
+            let mut t = AlterReplicaLogDirTopic::default();
+            t.name = topic_name(TOPIC);
+            t.partitions = vec![0];
+            let mut d = AlterReplicaLogDir::default();
+            d.path = s("/no/such/log/dir");
+            d.topics = vec![t];
+            let mut r = AlterReplicaLogDirsRequest::default();
+            r.dirs = vec![d];
+            built::<_, AlterReplicaLogDirsResponse>(r)
         }
         ApiKey::DescribeLogDirs => {
             let mut t = DescribableLogDirTopic::default();

@@ -3,7 +3,8 @@
 //! Behavior: one result per log dir in `log.dirs`, with the replicas this broker holds there:
 //! each partition's size (its segment files, as Kafka counts it), its offset lag as Kafka computes
 //! it for a current (not future) log, max(high watermark - log end offset, 0), and
-//! `is_future_key` false (Sluice never moves replicas between dirs). Null topics describes
+//! `is_future_key` false (a move to another log dir copies under the partition's log lock, so
+//! the replica is seen in its old dir until the swap, then in its new one). Null topics describes
 //! every replica; otherwise the named partitions held here (unknown ones are left out, as
 //! Kafka does).
 //!
@@ -81,7 +82,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for dir in &b.config.log_dirs {
         let mut by_topic: BTreeMap<Arc<str>, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
         for (name, p) in &chosen {
-            if p.log_dir() == dir.as_path() {
+            if p.log_dir() == *dir {
                 by_topic
                     .entry(name.clone())
                     .or_default()

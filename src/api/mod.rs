@@ -19,6 +19,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod config_changes;
 pub mod consumer_group_describe;
@@ -140,6 +141,7 @@ pub static APIS: &[ApiSpec] = &[
     consumer_group_heartbeat::SPEC,
     consumer_group_describe::SPEC,
     // Cluster administration.
+    alter_replica_log_dirs::SPEC,
     describe_log_dirs::SPEC,
     elect_leaders::SPEC,
     incremental_alter_configs::SPEC,

@@ -173,7 +173,7 @@ impl LogDirCheckpoints {
             .collect();
         for t in topics {
             for p in &t.partitions {
-                if let Some(offsets) = per_dir.get_mut(p.log_dir())
+                if let Some(offsets) = per_dir.get_mut(p.log_dir().as_path())
                     && let Some(v) = value(p)
                 {
                     offsets.insert((t.name.to_string(), p.index), v);

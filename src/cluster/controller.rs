@@ -171,6 +171,13 @@ impl Controller {
             // Before anything in the directory is read or written.
             dir_locks.push(DirLock::acquire(dir)?);
         }
+        // Moves between log dirs a crash cut short are finished or undone before any
+        // partition directory is looked for.
+        for action in crate::log::dir_move::finish_interrupted_moves(&config.log_dirs)
+            .context("finishing interrupted log dir moves")?
+        {
+            info!("log dir move at start-up: {action:?}");
+        }
         for dir in &config.log_dirs {
             let marker = dir.join(CLEAN_SHUTDOWN);
             if marker.exists() {

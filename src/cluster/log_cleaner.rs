@@ -168,7 +168,7 @@ impl LogCleaner {
                     }
                     let cp = st
                         .checkpoints
-                        .get(p.log_dir())
+                        .get(&p.log_dir())
                         .and_then(|o| o.get(&key))
                         .copied();
                     let horizon = st.horizons.get(&key).copied();
@@ -217,7 +217,7 @@ impl LogCleaner {
                         Some(h) => st.horizons.insert(key.clone(), h),
                         None => st.horizons.remove(&key),
                     };
-                    let dir = p.log_dir().to_path_buf();
+                    let dir = p.log_dir();
                     let offsets = st.checkpoints.entry(dir.clone()).or_default();
                     offsets.insert(key, out.next_dirty_offset);
                     write_checkpoint(&dir, offsets);
@@ -228,6 +228,22 @@ impl LogCleaner {
                 warn!(topic = %key.0, partition = key.1, "cleaning failed: {e}");
                 false
             }
+        }
+    }
+
+    /// Carries a partition's cleaner checkpoint from log dir `from` to `to`, after the
+    /// partition moved there (Kafka's `alterCheckpointDir`).
+    pub fn move_checkpoint(&self, from: &Path, to: &Path, topic: &str, partition: i32) {
+        let mut st = self.state.lock().unwrap();
+        let key = (topic.to_string(), partition);
+        let Some(offset) = st.checkpoints.get_mut(from).and_then(|o| o.remove(&key)) else {
+            return;
+        };
+        let dest = st.checkpoints.entry(to.to_path_buf()).or_default();
+        dest.insert(key, offset);
+        write_checkpoint(to, dest);
+        if let Some(o) = st.checkpoints.get(from) {
+            write_checkpoint(from, o);
         }
     }
 

@@ -26,7 +26,8 @@
 //! Modules: [`batch`] (header parsing, validation, patching, record decode),
 //! [`compression`], [`control`] (transaction markers), [`offset_index`], [`time_index`], [`segment`],
 //! [`partition_log`] (the [`Log`] type), [`cleaner`] (log compaction), [`leader_epoch`] (the leader epoch cache and its
-//! checkpoint), [`checkpoint`] (the per-log-dir offset checkpoint files).
+//! checkpoint), [`checkpoint`] (the per-log-dir offset checkpoint files), [`dir_move`] (moving a
+//! partition directory to another log dir, and the start-up rules after a crash mid-move).
 //!
 //! This module knows the record batch format but nothing of the Kafka wire
 //! protocol; callers map [`BatchError`] / [`AppendError`] / [`ReadError`] to
@@ -38,6 +39,7 @@ pub mod cleaner;
 pub mod compression;
 pub mod control;
 pub mod dir_lock;
+pub mod dir_move;
 pub mod index_file;
 pub mod leader_epoch;
 pub mod offset_index;

@@ -31,6 +31,7 @@ mod as_follower;
 mod as_leader;
 mod cleaning;
 pub use cleaning::CleanerView;
+mod log_dir_move;
 mod start_offset;
 #[cfg(test)]
 mod tests;
@@ -142,7 +143,8 @@ pub struct Partition {
     pub topic_id: Uuid,
     local_node: i32,
     /// The log directory this partition's directory is in (its checkpoint files are there).
-    log_dir: PathBuf,
+    /// Changes only with `log` held (a move to another log dir).
+    log_dir: Mutex<PathBuf>,
     log: Mutex<Log>,
     /// Locked only while `log` is held.
     producers: Mutex<ProducerState>,
@@ -205,7 +207,7 @@ impl Partition {
             index,
             topic_id,
             local_node,
-            log_dir,
+            log_dir: Mutex::new(log_dir),
             log: Mutex::new(log),
             producers: Mutex::new(producers),
             stable: Mutex::new(stable),
@@ -308,8 +310,8 @@ impl Partition {
     }
 
     /// The log directory holding this partition.
-    pub fn log_dir(&self) -> &Path {
-        &self.log_dir
+    pub fn log_dir(&self) -> PathBuf {
+        self.log_dir.lock().unwrap().clone()
     }
 
     /// Bytes of this replica's log segments (Kafka's partition size).

@@ -488,3 +488,33 @@ async fn delete_records_moves_both_replicas_and_waits_for_the_follower() {
     assert!(two.on_leader_log_start(12).unwrap());
     assert_eq!(two.log_start_offset(), 10);
 }
+
+#[test]
+fn a_move_to_another_log_dir_keeps_records_and_producers() {
+    use crate::log::batch::test_support::idempotent_batch;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&b).unwrap();
+    let p = open(&a, 1, &[1], &[1], 1, 0);
+    append(&p, 3, -1).unwrap();
+    let mut idem = idempotent_batch(2, 7, 0, 0);
+    p.append_with_acks(&mut idem, None, MAX, -1).unwrap();
+    let before = bytes(&p.read(0, MAX, true).unwrap());
+
+    assert_eq!(p.move_to_log_dir(&b).unwrap(), Some(a.clone()));
+    assert_eq!(p.log_dir(), b);
+    assert!(!a.join("t-0").exists());
+    assert!(b.join("t-0").join("00000000000000000000.log").exists());
+    assert_eq!(std::fs::read_dir(&a).unwrap().count(), 0);
+    assert_eq!(bytes(&p.read(0, MAX, true).unwrap()), before);
+    assert_eq!((p.log_start_offset(), p.log_end_offset()), (0, 5));
+    // The producer's sequence carried over: its next batch continues it, a replay is refused.
+    let mut next = idempotent_batch(1, 7, 0, 2);
+    p.append_with_acks(&mut next, None, MAX, -1).unwrap();
+    let mut replay = idempotent_batch(1, 7, 0, 5);
+    assert!(p.append_with_acks(&mut replay, None, MAX, -1).is_err());
+    append(&p, 1, -1).unwrap();
+    assert_eq!(p.log_end_offset(), 7);
+    // Already there: nothing to do.
+    assert_eq!(p.move_to_log_dir(&b).unwrap(), None);
+}
