@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, wait_until
+import raft_voter_wire as rv
 
 S = Suite("cluster")
 N = 3
@@ -30,6 +31,7 @@ TMP = os.environ.get("SUITE_TMP") or CLUSTER_DIR
 LOG4J = os.path.join(ROOT, "scripts/kafka/log4j2-tools.properties")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+KIND = os.environ.get("BROKER_KIND", "sluice")
 ROUNDS = int(os.environ.get("CLUSTER_KILL_ROUNDS", "10"))
 LOAD_RATE = 200           # VerifiableProducer --throughput (records/s)
 
@@ -932,6 +934,120 @@ def features():
     for i in NODES:
         wait_until(lambda: transaction_version(addrs[i]) == "2", 60,
                    "transaction.version 2 through broker %d" % i, interval=1)
+
+
+def quorum_members():
+    """kafka-metadata-quorum describe --status: (leader, sorted voter ids, sorted observer ids)."""
+    st = quorum_status()
+    ids = lambda key: sorted(int(v) for v in re.findall(r'"id":\s*(\d+)', st.get(key, "")))
+    return int(st.get("LeaderId", "-1")), ids("CurrentVoters"), ids("CurrentObservers")
+
+
+def voter_directories():
+    """{voter id: directory id} from describe --status."""
+    voters = json.loads(quorum_status()["CurrentVoters"])
+    return {v["id"]: v["directoryId"] for v in voters}
+
+
+def controller_endpoint(i):
+    """Node i's CONTROLLER listener (host, port), from its properties file."""
+    with open(os.path.join(CLUSTER_DIR, "node-%d.properties" % i)) as f:
+        for line in f:
+            if line.startswith("listeners="):
+                m = re.search(r"CONTROLLER://([^:,]+):(\d+)", line)
+                return m.group(1), int(m.group(2))
+    raise AssertionError("no CONTROLLER listener for node %d" % i)
+
+
+def answer_is(got, code, what, text=None):
+    check(got[0] == code and (text is None or text in (got[1] or "")),
+          "%s: answered %s, expected %d%s" % (what, got, code, " (%s)" % text if text else ""))
+
+
+@S.scenario("quorum-voters", timeout=300)
+def quorum_voters():
+    ensure_all_up()
+    leader, voters, _ = quorum_members()
+    check(voters == NODES, "voters %s" % voters)
+    cid = quorum_status()["ClusterId"]
+    via = broker_addrs()[NODES[0]]
+    other_dir = "b3Ivc2x1aWNlLXZvdGVyMQ"  # a directory id no node has
+    ctl = lambda i: [("CONTROLLER",) + controller_endpoint(i)]
+    # Checked before the quorum is looked at, by Kafka and Sluice alike.
+    answer_is(rv.remove_voter(via, "not-this-cluster", 2, other_dir), rv.INCONSISTENT_CLUSTER_ID,
+              "RemoveRaftVoter of another cluster", 'doesn\'t match the cluster id "%s"' % cid)
+    answer_is(rv.add_voter(via, "not-this-cluster", 2, other_dir, ctl(2)),
+              rv.INCONSISTENT_CLUSTER_ID, "AddRaftVoter of another cluster")
+    answer_is(rv.add_voter(via, cid, 2, rv.ZERO_DIR, ctl(2)), rv.INVALID_REQUEST,
+              "AddRaftVoter with the zero directory id",
+              "Add voter request didn't include a valid voter")
+    answer_is(rv.remove_voter(via, cid, 2, rv.ZERO_DIR), rv.INVALID_REQUEST,
+              "RemoveRaftVoter with the zero directory id",
+              "Remove voter request didn't include a valid voter")
+    if KIND == "kafka":
+        # scripts/cluster starts Kafka with controller.quorum.voters, a static quorum
+        # (kraft.version 0, voters without directory ids): its controller refuses every voter
+        # change. A dynamic quorum needs StorageTool format --initial-controllers (or
+        # --standalone) and controller.quorum.bootstrap.servers instead of the voter list.
+        for got, what in ((rv.remove_voter(via, cid, 3, other_dir), "RemoveRaftVoter"),
+                          (rv.remove_voter(via, cid, 42, other_dir), "RemoveRaftVoter of node 42"),
+                          (rv.add_voter(via, cid, leader, other_dir, ctl(leader)),
+                           "AddRaftVoter of a voter")):
+            answer_is(got, rv.UNSUPPORTED_VERSION, what, "kraft.version feature is 0")
+        check(quorum_members()[1] == NODES, "voters changed: %s" % (quorum_members(),))
+        return
+    dirs = voter_directories()
+    check(sorted(dirs) == NODES and rv.ZERO_DIR not in dirs.values()
+          and len(set(dirs.values())) == N, "voter directory ids %s" % dirs)
+    victim = next(i for i in NODES if i != leader)
+    answer_is(rv.remove_voter(via, cid, 42, other_dir), rv.VOTER_NOT_FOUND,
+              "RemoveRaftVoter of node 42", "Cannot remove voter ReplicaKey(id=42")
+    answer_is(rv.remove_voter(via, cid, victim, other_dir), rv.VOTER_NOT_FOUND,
+              "RemoveRaftVoter of node %d with another directory id" % victim)
+    answer_is(rv.add_voter(via, cid, leader, dirs[leader], ctl(leader)), rv.DUPLICATE_VOTER,
+              "AddRaftVoter of voter %d" % leader, "is already part of the set of voters")
+    answer_is(rv.add_voter(via, cid, 42, other_dir, [("CONTROLLER", "127.0.0.1", 1)]),
+              rv.REQUEST_TIMED_OUT, "AddRaftVoter of node 42, not running",
+              "is not ready to receive requests")
+    out = tool(QUORUM, "--bootstrap-server", BOOTSTRAP, "remove-controller", "--controller-id",
+               str(victim), "--controller-directory-id", dirs[victim])
+    info("remove-controller %d: %s" % (victim, out.strip()))
+    wait_until(lambda: quorum_members()[1:] == ([i for i in NODES if i != victim], [victim]),
+               60, "2 voters and node %d an observer" % victim, interval=1)
+    out = tool(QUORUM, "--bootstrap-server", BOOTSTRAP, "describe", "--replication")
+    info(out.strip())
+    rows = {int(r.split()[0]): r.split() for r in out.splitlines()[1:] if r.strip()}
+    check(rows.get(victim, [None])[-1] == "Observer" and rows[victim][1] == dirs[victim],
+          "replication rows %s" % rows)
+    # The removed node killed -9: two voters still elect and serve.
+    cluster("kill", victim)
+    t = create_topic(topic_name("voters"), assignment=[[i for i in NODES if i != victim]])
+    acked = produce(t, [b"v%d" % n for n in range(50)])
+    check(len(acked) == 50, "acked %d of 50 with node %d down" % (len(acked), victim))
+    check(quorum_members()[0] not in (-1, victim), "leader %s" % (quorum_members(),))
+    cluster("start", victim)
+    # Back as a learner; AddRaftVoter makes it a voter again once the leader has met it.
+    answer_is(rv.add_voter(via, cid, victim, other_dir, ctl(victim), timeout_ms=5000),
+              rv.REQUEST_TIMED_OUT, "AddRaftVoter of node %d with another directory id" % victim)
+    deadline = time.monotonic() + 90
+    while True:
+        got = rv.add_voter(via, cid, victim, dirs[victim], ctl(victim), timeout_ms=10000)
+        if got[0] != rv.REQUEST_TIMED_OUT or time.monotonic() > deadline:
+            break
+        info("AddRaftVoter %d: %s; retrying" % (victim, got))
+        time.sleep(1)
+    answer_is(got, rv.NONE, "AddRaftVoter of node %d" % victim)
+    wait_until(lambda: quorum_members()[1:] == (NODES, []), 60, "3 voters again", interval=1)
+    check(voter_directories() == dirs, "directory ids %s, were %s" % (voter_directories(), dirs))
+    # A kill -9 of the leader elects among the three.
+    old = quorum_members()[0]
+    cluster("kill", old)
+    wait_until(lambda: quorum_members()[0] in [i for i in NODES if i != old], 60,
+               "a new leader after killing %d" % old, interval=1)
+    cluster("start", old)
+    wait_until(lambda: quorum_members()[1] == NODES, 60, "3 voters after the restart", interval=1)
+    _, _, got = read_partition(t, 0)
+    check(all(got.get(o) == v for o, v in acked), "acknowledged records missing from %s" % t)
 
 
 if __name__ == "__main__":

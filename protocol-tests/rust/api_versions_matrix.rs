@@ -484,6 +484,25 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.topics = vec![t];
             built::<_, DescribeQuorumResponse>(r)
         }
+        ApiKey::AddRaftVoter => {
+            // One node has no quorum to change: UNSUPPORTED_VERSION, an answer all the same.
+            let mut l = kafka_protocol::messages::add_raft_voter_request::Listener::default();
+            l.name = s("CONTROLLER");
+            l.host = s("127.0.0.1");
+            l.port = 1;
+            let mut r = AddRaftVoterRequest::default();
+            r.voter_id = 2;
+            r.voter_directory_id = uuid::Uuid::from_bytes([7; 16]);
+            r.timeout_ms = 1000;
+            r.listeners = vec![l];
+            built::<_, AddRaftVoterResponse>(r)
+        }
+        ApiKey::RemoveRaftVoter => {
+            let mut r = RemoveRaftVoterRequest::default();
+            r.voter_id = 2;
+            r.voter_directory_id = uuid::Uuid::from_bytes([7; 16]);
+            built::<_, RemoveRaftVoterResponse>(r)
+        }
         ApiKey::AddPartitionsToTxn => {
             let mut t = AddPartitionsToTxnTopic::default();
             t.name = topic_name(TOPIC);

@@ -12,8 +12,12 @@
 //! - On one node: this node is the only voter and the leader of a quorum that elected itself
 //!   once (epoch 1, as a freshly formatted Kafka node). There is no metadata log, so the high
 //!   watermark and log end offset are 0 and the node has caught up now.
-//! - Directory ids are the zero id, as Kafka reports voters configured with
-//!   `controller.quorum.voters` (no KIP-853 directory ids).
+//! - Directory ids (v2): in a cluster each node's quorum directory id (`directory-id` in its
+//!   `metadata.log.dir`, created once), as the leader learned it from its connections with
+//!   that node (the zero id for one it has not met since it started); on one node the zero id,
+//!   as Kafka reports voters configured with `controller.quorum.voters`.
+//! - The voters are the quorum's replicated membership, which AddRaftVoter and RemoveRaftVoter
+//!   change; a removed voter is listed among the observers.
 //!
 //! Version notes: v1 adds the last fetch and last caught-up timestamps (KIP-836); v2 adds
 //! error messages, replica directory ids and `nodes`, the voters' controller listener
@@ -72,6 +76,9 @@ fn replica(r: &ReplicaView, version: i16) -> ReplicaState {
     let mut st = ReplicaState::default();
     st.replica_id = BrokerId(r.node_id);
     st.log_end_offset = r.log_end_offset.map_or(-1, |o| o as i64);
+    if version >= 2 {
+        st.replica_directory_id = uuid::Uuid::from_bytes(r.directory_id.unwrap_or_default());
+    }
     if version >= 1 {
         st.last_fetch_timestamp = r.last_fetch_ms.map_or(-1, |t| t as i64);
         st.last_caught_up_timestamp = r.last_caught_up_ms.map_or(-1, |t| t as i64);
@@ -98,6 +105,7 @@ fn single_node_view(b: &Broker) -> QuorumView {
         high_watermark: 0,
         voters: vec![ReplicaView {
             node_id: b.node_id(),
+            directory_id: None,
             log_end_offset: Some(0),
             last_fetch_ms: Some(now),
             last_caught_up_ms: Some(now),
@@ -106,8 +114,9 @@ fn single_node_view(b: &Broker) -> QuorumView {
     }
 }
 
-/// The voters' endpoints (v2 `nodes`).
-fn nodes(b: &Broker) -> Vec<Node> {
+/// The voters' endpoints (v2 `nodes`): each voter's quorum address from the membership (the
+/// voter list for one no longer there).
+fn nodes(b: &Broker, view: &QuorumView) -> Vec<Node> {
     let node = |id: i32, name: &str, host: &str, port: u16| {
         let mut l = Listener::default();
         l.name = s(name);
@@ -136,12 +145,16 @@ fn nodes(b: &Broker) -> Vec<Node> {
         .controller_listener
         .as_ref()
         .map_or("CONTROLLER".to_string(), |l| l.name.clone());
-    c.config
-        .voters
+    let members = c.quorum.member_addresses();
+    view.voters
         .iter()
-        .filter_map(|(id, addr)| {
+        .filter_map(|r| {
+            let id = u64::try_from(r.node_id).ok()?;
+            let addr = members
+                .get(&id)
+                .or_else(|| c.config.voters.get(&r.node_id))?;
             let (host, port) = addr.rsplit_once(':')?;
-            Some(node(*id, &name, host, port.parse().ok()?))
+            Some(node(r.node_id, &name, host, port.parse().ok()?))
         })
         .collect()
 }
@@ -192,7 +205,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     p.observers = view.observers.iter().map(|r| replica(r, v)).collect();
     resp.topics = vec![topic(name, vec![p])];
     if v >= 2 {
-        resp.nodes = nodes(&b);
+        resp.nodes = nodes(&b, &view);
     }
     super::respond(&ctx, &resp)
 }

@@ -17,6 +17,7 @@ use crate::net::response::{FrameBuf, Response};
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod add_raft_voter;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
@@ -50,6 +51,7 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod remove_raft_voter;
 pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;
@@ -149,6 +151,8 @@ pub static APIS: &[ApiSpec] = &[
     alter_partition_reassignments::SPEC,
     list_partition_reassignments::SPEC,
     describe_quorum::SPEC,
+    add_raft_voter::SPEC,
+    remove_raft_voter::SPEC,
     update_features::SPEC,
     unregister_broker::SPEC,
     // Transactions.

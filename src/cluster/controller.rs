@@ -693,7 +693,7 @@ impl Controller {
 /// Deletes a replica's directory and what the log cleaner remembers of it (so that a topic
 /// created again under the name starts cleaning from its own start).
 fn delete_replica(cleaner: &LogCleaner, p: &Partition) -> Result<()> {
-    cleaner.forget(p.log_dir(), &p.topic, p.index);
+    cleaner.forget(&p.log_dir(), &p.topic, p.index);
     p.delete()
 }
 

@@ -10,7 +10,7 @@ use crate::cluster::control::active::{
     AlterIsr, ControlError, CreateTopic, Heartbeat, HeartbeatReply,
 };
 use crate::cluster::metadata::{BrokerRegistration, PartitionRecord};
-use crate::cluster::quorum::{QuorumStatus, ReplicaStatus, Role};
+use crate::cluster::quorum::{QuorumStatus, ReplicaStatus, Role, VoterChange, VoterChangeError};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -56,6 +56,12 @@ pub enum ControllerRequest {
     /// Dynamic group config changes: (group, name, value; `None` deletes), validated by the
     /// broker that took the request.
     AlterGroupConfigs(Vec<(String, String, Option<String>)>),
+    /// AddRaftVoter / RemoveRaftVoter: a change to the quorum's voters, carried out by the
+    /// Raft leader within `timeout_ms`.
+    ChangeVoters {
+        change: VoterChange,
+        timeout_ms: u64,
+    },
 }
 
 /// (topic, new total count, manual assignments of the new partitions)
@@ -79,6 +85,7 @@ pub enum ControllerReply {
     Quorum(QuorumView),
     /// UpdateFeatures: Kafka's error message for the first update refused.
     Features(Result<(), String>),
+    Voters(Result<(), VoterChangeError>),
 }
 
 /// The metadata quorum as its leader sees it.
@@ -98,6 +105,7 @@ pub struct QuorumView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaView {
     pub node_id: i32,
+    pub directory_id: Option<[u8; 16]>,
     pub log_end_offset: Option<u64>,
     pub last_fetch_ms: Option<u64>,
     pub last_caught_up_ms: Option<u64>,
@@ -111,6 +119,7 @@ impl QuorumView {
         }
         let replica = |r: &ReplicaStatus| ReplicaView {
             node_id: r.node_id as i32,
+            directory_id: r.directory_id,
             log_end_offset: r.log_end_offset,
             last_fetch_ms: r.last_fetch_ms,
             last_caught_up_ms: r.last_caught_up_ms,

@@ -19,7 +19,9 @@ use crate::broker::now_ms;
 use crate::cluster::control::active::{ActiveController, ControlConfig, ControlError};
 use crate::cluster::features::{self, FeatureUpdate};
 use crate::cluster::metadata::{ConfigResource, MetadataImage, MetadataRecord};
-use crate::cluster::quorum::{BoxFuture, ControllerService, ProposeError, Quorum, ServiceError};
+use crate::cluster::quorum::{
+    BoxFuture, ControllerService, ProposeError, Quorum, ServiceError, VoterChangeError,
+};
 use crate::cluster::topic_config;
 
 struct State {
@@ -336,6 +338,13 @@ impl Service {
                 match QuorumView::of_leader(&status) {
                     Some(view) => ControllerReply::Quorum(view),
                     None => return Err(ServiceError::NotLeader),
+                }
+            }
+            ControllerRequest::ChangeVoters { change, timeout_ms } => {
+                let timeout = Duration::from_millis(timeout_ms);
+                match self.quorum.change_voters(change, timeout).await {
+                    Err(VoterChangeError::NotLeader) => return Err(ServiceError::NotLeader),
+                    r => ControllerReply::Voters(r),
                 }
             }
         })

@@ -66,6 +66,7 @@ mod raft_network;
 mod state_machine;
 mod store;
 mod types;
+mod voters;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -77,6 +78,7 @@ use std::time::Duration;
 pub use network::discover_voters;
 pub use node::Quorum;
 pub use types::NodeId;
+pub use voters::{VoterChange, VoterChangeError};
 
 /// What the quorum replicates into. Called in log order, on every node, from one task.
 pub trait StateMachine: Send + Sync + 'static {
@@ -205,6 +207,8 @@ impl QuorumConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaStatus {
     pub node_id: NodeId,
+    /// Its directory id, where known (see `Transport::directory_of`).
+    pub directory_id: Option<[u8; 16]>,
     pub log_end_offset: Option<u64>,
     /// Milliseconds since the epoch at which the leader last heard from the replica.
     pub last_fetch_ms: Option<u64>,

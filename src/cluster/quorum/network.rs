@@ -91,6 +91,9 @@ pub struct Transport {
     refused: AtomicU64,
     /// The configured voters, told to nodes that ask ([`DISCOVER`]).
     voters: BTreeMap<NodeId, String>,
+    /// This node's directory id, and each peer's as its last handshake told it.
+    directory_id: [u8; 16],
+    directories: Mutex<HashMap<NodeId, [u8; 16]>>,
 }
 
 impl Transport {
@@ -99,10 +102,13 @@ impl Transport {
         max_frame: usize,
         state: Arc<StateFile>,
         voters: BTreeMap<NodeId, String>,
+        directory_id: [u8; 16],
     ) -> Arc<Transport> {
         Arc::new(Transport {
             id,
             voters,
+            directory_id,
+            directories: Mutex::new(HashMap::new()),
             max_frame,
             state,
             raft: OnceLock::new(),
@@ -132,6 +138,19 @@ impl Transport {
 
     pub fn cluster_id(&self) -> Option<String> {
         self.state.get().cluster_id
+    }
+
+    /// A node's directory id (KIP-853): this node's, or a peer's as learned in the handshake
+    /// of a connection with it (either way); `None` for a peer not met since start.
+    pub fn directory_of(&self, id: NodeId) -> Option<[u8; 16]> {
+        if id == self.id {
+            return Some(self.directory_id);
+        }
+        self.directories.lock().unwrap().get(&id).copied()
+    }
+
+    fn met(&self, id: NodeId, directory_id: [u8; 16]) {
+        self.directories.lock().unwrap().insert(id, directory_id);
     }
 
     /// Handshakes refused, by either side, since start.
@@ -273,7 +292,13 @@ impl Transport {
                 .map_err(|e| e.to_string());
         }
         let welcome = match self.check_hello(&hello) {
-            Ok(cluster_id) => Welcome::Accepted { cluster_id },
+            Ok(cluster_id) => {
+                self.met(hello.from, hello.directory_id);
+                Welcome::Accepted {
+                    cluster_id,
+                    directory_id: self.directory_id,
+                }
+            }
             Err(reason) => {
                 self.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(
@@ -512,6 +537,7 @@ impl Peer {
             cluster_id: transport.cluster_id(),
             from: transport.id,
             to: self.target,
+            directory_id: transport.directory_id,
         };
         writer
             .send(Bytes::from(encode(&hello)))
@@ -534,12 +560,16 @@ impl Peer {
             CallFailure::Refused(self.target, reason)
         };
         match decode::<Welcome>(&answer) {
-            Ok(Welcome::Accepted { cluster_id }) => {
+            Ok(Welcome::Accepted {
+                cluster_id,
+                directory_id,
+            }) => {
                 if let Some(theirs) = cluster_id {
                     transport
                         .adopt_cluster_id(&theirs, self.target)
                         .map_err(refuse)?;
                 }
+                transport.met(self.target, directory_id);
             }
             Ok(Welcome::Refused { reason }) => return Err(refuse(reason)),
             Ok(Welcome::Voters { .. }) => {
@@ -616,6 +646,7 @@ pub async fn discover_voters(
         cluster_id: None,
         from,
         to: DISCOVER,
+        directory_id: [0; 16],
     };
     writer
         .send(Bytes::from(encode(&hello)))

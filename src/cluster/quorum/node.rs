@@ -29,14 +29,14 @@ const RETRY_MAX: Duration = Duration::from_millis(500);
 /// A running quorum node. Cheap to clone; every clone drives the same node.
 #[derive(Clone)]
 pub struct Quorum {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    id: NodeId,
+pub(super) struct Inner {
+    pub(super) id: NodeId,
     config: QuorumConfig,
-    raft: Raft,
-    transport: Arc<Transport>,
+    pub(super) raft: Raft,
+    pub(super) transport: Arc<Transport>,
     leader: watch::Receiver<(Option<NodeId>, u64)>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -105,7 +105,14 @@ impl Quorum {
         let log = LogStore::open(&config.dir, state.clone(), config.segment_bytes, Some(lock))?;
         let sm = SmStore::open(&config.dir, state_machine)?;
         let max_frame = config.max_frame_bytes.max(config.max_record_bytes * 2);
-        let transport = Transport::new(id, max_frame, state.clone(), config.voters.clone());
+        let directory_id = super::voters::directory_id(&config.dir)?;
+        let transport = Transport::new(
+            id,
+            max_frame,
+            state.clone(),
+            config.voters.clone(),
+            directory_id,
+        );
         let network = NetworkFactory {
             transport: transport.clone(),
         };
@@ -286,6 +293,7 @@ impl Quorum {
                 let own = (id == self.inner.id).then(|| m.last_log_index.map_or(0, |i| i + 1));
                 return ReplicaStatus {
                     node_id: id,
+                    directory_id: self.inner.transport.directory_of(id),
                     log_end_offset: own,
                     last_fetch_ms: None,
                     last_caught_up_ms: None,
@@ -294,6 +302,7 @@ impl Quorum {
             if id == self.inner.id {
                 return ReplicaStatus {
                     node_id: id,
+                    directory_id: self.inner.transport.directory_of(id),
                     log_end_offset: Some(m.last_log_index.map_or(0, |i| i + 1)),
                     last_fetch_ms: Some(now),
                     last_caught_up_ms: Some(now),
@@ -306,6 +315,7 @@ impl Quorum {
             let a = acks.get(&id).copied().unwrap_or_default();
             ReplicaStatus {
                 node_id: id,
+                directory_id: self.inner.transport.directory_of(id),
                 log_end_offset: matched.map(|l| l.index + 1),
                 last_fetch_ms: a.last_ack_ms,
                 last_caught_up_ms: a.last_caught_up_ms,

@@ -62,13 +62,19 @@ pub struct Hello {
     pub from: NodeId,
     /// The node the sender believes it is talking to.
     pub to: NodeId,
+    /// The sender's directory id (see [`super::network::Transport::directory_of`]).
+    pub directory_id: [u8; 16],
 }
 
 /// The answer to a [`Hello`].
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Welcome {
     /// Accepted; carries the receiver's cluster id so a node that has none yet learns it.
-    Accepted { cluster_id: Option<String> },
+    /// With the receiver's directory id.
+    Accepted {
+        cluster_id: Option<String>,
+        directory_id: [u8; 16],
+    },
     /// Refused (another cluster, or not the node the sender meant); the connection is closed.
     Refused { reason: String },
     /// The answer to a [`DISCOVER`] hello: the voters this node knows (id, `host:port`) and its
