@@ -4,7 +4,8 @@
 //! * `coordinator`: the coordinator (group map, one lock per group, loading); its submodules
 //!   `membership` (joins, syncs, heartbeats, leaves, rebalance and session timers), `offsets`
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
-//! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats (pure).
+//! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats, their records
+//!   in `__consumer_offsets` (pure).
 //! * `state`: a group's data (state, members, generation, offsets).
 //! * `offset_state`: a group's committed offsets and those pending in open transactions.
 //! * `records`: the `__consumer_offsets` key and value schemas.
@@ -25,6 +26,8 @@ pub mod store;
 
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod consumer_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

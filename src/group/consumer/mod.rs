@@ -8,10 +8,14 @@
 //! * `reconcile`: a member's way from its current assignment to its target, one heartbeat at a
 //!   time (a partition goes to its new owner only once the previous owner has revoked it).
 //! * `heartbeat`: ConsumerGroupHeartbeat's validation, joins, leaves and epochs.
+//! * `records`, `persist`: the group's records in `__consumer_offsets` (which a change
+//!   writes, and the group replayed from them).
 
 pub mod assignor;
 pub mod heartbeat;
+pub mod persist;
 pub mod reconcile;
+pub mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info};
 
-use super::{Coordinator, GroupCell, group_record, session};
+use super::{Coordinator, GroupCell, group_record, group_tombstones, session};
 use crate::broker::now_ms;
 use crate::group::state::{Group, JoinResult, Member, State, SyncResult};
 
@@ -84,7 +84,12 @@ impl Coordinator {
                 .as_ref()
                 .is_some_and(|c| c.group.members.is_empty())
             {
-                info!(group = %g.id, "empty consumer group becomes a classic group");
+                let gid = g.id.clone();
+                let logged = g.consumer.as_ref().is_some_and(|c| c.logged);
+                if logged && let Err(code) = self.write(&cell, &gid, group_tombstones(&g)).await {
+                    return JoinResult::error(code, &p.member_id);
+                }
+                info!(group = %gid, "empty consumer group becomes a classic group");
                 g.consumer = None;
                 g.protocol_type = None;
             }
@@ -726,10 +731,14 @@ impl Coordinator {
             return (E::CoordinatorNotAvailable.code(), vec![0; leaving.len()]);
         }
         if let Some(c) = g.consumer.as_mut() {
+            let before = c.group.clone();
             let errors = leaving
                 .iter()
                 .map(|(member_id, instance_id)| c.remove_by_identity(member_id, instance_id))
                 .collect();
+            if let Err(code) = self.persist_consumer(&cell, &mut g, before).await {
+                return (code, vec![0; leaving.len()]);
+            }
             super::consumer::sync_state(&mut g);
             return (0, errors);
         }
