@@ -881,6 +881,142 @@ def configs_across_brokers():
              "--entity-default", "--delete-config", "log.retention.bytes")
 
 
+# ---- a KIP-848 group across a coordinator failover ------------------------------------------
+
+MEMBER_SRC = os.path.join(ROOT, "protocol-tests/java/src/main/java/sluice/ConsumerMember.java")
+
+
+def member_classes():
+    """protocol-tests/java's ConsumerMember compiled against Kafka's client jars."""
+    out = os.path.join(TMP, "member-classes")
+    if not os.path.exists(os.path.join(out, "sluice", "ConsumerMember.class")):
+        r = subprocess.run(["javac", "-d", out, "-cp", KAFKA_LIBS + "/*", MEMBER_SRC],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        check(r.returncode == 0, "javac ConsumerMember: %s" % r.stdout.decode(errors="replace")[-500:])
+    return out
+
+
+class GroupMember:
+    """A ConsumerMember process (group.protocol=consumer); closing its stdin makes it leave.
+    Its report lines (ASSIGNED, READ, EPOCH, FENCED, LOST, ERROR) go to a file."""
+
+    def __init__(self, group, topic, label):
+        self.path = os.path.join(TMP, "member-%s.%s.out" % (label, RUN_TAG))
+        self.out = open(self.path, "wb")
+        self.err = open(self.path[:-4] + ".err", "wb")
+        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+               "-Dlog4j2.configurationFile=" + LOG4J,
+               "-cp", member_classes() + ":" + KAFKA_LIBS + "/*", "sluice.ConsumerMember",
+               BOOTSTRAP, group, "consumer", topic, "client.id=" + label]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self.out, stderr=self.err)
+        with open(os.path.join(TMP, "spawned.pids"), "a") as f:
+            f.write("%d\n" % self.p.pid)
+
+    def lines(self, prefix):
+        with open(self.path, "rb") as f:
+            return [l for l in f.read().decode(errors="replace").splitlines() if l.startswith(prefix)]
+
+    def epochs(self):
+        return [int(l.split()[1]) for l in self.lines("EPOCH ")]
+
+    def owned(self):
+        a = self.lines("ASSIGNED")
+        return {x for x in a[-1][len("ASSIGNED"):].strip().split(",") if x} if a else None
+
+    def state(self):
+        return "exit=%s epochs=%s owned=%s fenced=%s lost=%s errors=%s" % (
+            self.p.poll(), self.epochs(), self.owned(), self.lines("FENCED")[:2],
+            self.lines("LOST")[:2], self.lines("ERROR")[:2])
+
+    def stop(self):
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.p.wait(30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(10)
+        self.out.close()
+        self.err.close()
+
+
+def java_hash_partition(group, n):
+    """The __consumer_offsets partition of a group: abs(String.hashCode) mod n."""
+    h = 0
+    for unit in group.encode("utf-16-be").hex(" ", 2).split():
+        h = (h * 31 + int(unit, 16)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % n
+
+
+def committed_sum(group, topic, partitions):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    res = admin().list_consumer_group_offsets([req], request_timeout=10)[group].result(15)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+@S.scenario("consumer-group-coordinator-kill9", timeout=300)
+def consumer_group_coordinator_kill9():
+    """Two members of a consumer-protocol group read and commit; the group's coordinator (the
+    leader of its __consumer_offsets partition) is killed -9. The new coordinator has the
+    group from the log: the members carry on at their epochs (no rejoin, no partition lost,
+    no commit refused) and no committed offset is lost."""
+    ensure_all_up()
+    topic = create_topic(topic_name("g848"), partitions=4)
+    group = "c-g848-%s" % RUN_TAG
+    produce(topic, [b"a%d" % i for i in range(200)], partition=0)
+    produce(topic, [b"b%d" % i for i in range(200)], partition=1)
+    members = [GroupMember(group, topic, "g848-%d" % i) for i in range(2)]
+    victim = None
+    try:
+        def settled():
+            owned = [m.owned() for m in members]
+            return (all(o and len(o) == 2 for o in owned) and
+                    sum(committed_sum(group, topic, 4).values()) >= 400)
+        try:
+            wait_until(settled, 120, "two members owning 2 partitions each, 400 records committed",
+                       interval=1)
+        except AssertionError as e:
+            raise AssertionError("%s; members: %s" % (e, [m.state() for m in members]))
+        before = committed_sum(group, topic, 4)
+        epochs = [m.epochs()[-1] for m in members]
+        seen = [len(m.epochs()) for m in members]
+        n = len(parts("__consumer_offsets"))
+        victim = parts("__consumer_offsets")[java_hash_partition(group, n)][0]
+        info("group coordinator: node %d (partition %d of %d); member epochs %s; committed %s" % (
+            victim, java_hash_partition(group, n), n, epochs, before))
+        cluster("kill", victim)
+        produce(topic, [b"c%d" % i for i in range(50)], partition=2)
+        produce(topic, [b"d%d" % i for i in range(50)], partition=3)
+        try:
+            wait_until(lambda: sum(committed_sum(group, topic, 4).values()) >= 500, 150,
+                       "the members to read and commit the 100 new records", interval=1)
+        except AssertionError as e:
+            raise AssertionError("%s; members: %s" % (e, [m.state() for m in members]))
+        after = committed_sum(group, topic, 4)
+        coordinator = parts("__consumer_offsets")[java_hash_partition(group, n)][0]
+        info("new coordinator: node %d; committed %s; members: %s" % (
+            coordinator, after, [m.state() for m in members]))
+        check(coordinator != victim, "the coordinator moved off node %d" % victim)
+        check(all(after[p] >= before[p] for p in before),
+              "no committed offset went back: before %s, after %s" % (before, after))
+        for m, e, k in zip(members, epochs, seen):
+            check(m.p.poll() is None, "the member kept running: %s" % m.state())
+            check(not m.lines("FENCED"), "no commit refused: %s" % m.state())
+            check(not m.lines("LOST"), "no partition lost: %s" % m.state())
+            check(all(x == e for x in m.epochs()[k:]),
+                  "the member stayed at epoch %d: %s" % (e, m.state()))
+            check(not m.lines("ERROR"), "member errors: %s" % m.state())
+    finally:
+        for m in members:
+            m.stop()
+        if victim is not None:
+            cluster("start", victim)
+
+
 def registered(include_fenced=True):
     """Broker ids kafka-cluster list-endpoints shows (fenced ones too)."""
     args = ["--include-fenced-brokers"] if include_fenced else []

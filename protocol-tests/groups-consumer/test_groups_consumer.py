@@ -81,6 +81,8 @@ class Member:
         self.read = 0
         self.errors = []
         self.fenced = 0
+        self.lost = []
+        self.epochs = []
         self.closed = False
         self.lock = threading.Lock()
         threading.Thread(target=self._follow, daemon=True).start()
@@ -98,6 +100,10 @@ class Member:
                     self.errors.append(line)
                 elif line.startswith("FENCED"):
                     self.fenced += 1
+                elif line.startswith("LOST"):
+                    self.lost.append(line)
+                elif line.startswith("EPOCH "):
+                    self.epochs.append(int(line[6:]))
                 elif line == "CLOSED":
                     self.closed = True
 
@@ -129,8 +135,9 @@ class Member:
         except OSError:
             err = ""
         with self.lock:
-            return "exit=%s owned=%s read=%d errors=%s stderr=...%s" % (
-                self.proc.poll(), self.assigned, self.read, self.errors, err)
+            return "exit=%s owned=%s read=%d epochs=%s lost=%s errors=%s stderr=...%s" % (
+                self.proc.poll(), self.assigned, self.read, self.epochs, self.lost, self.errors,
+                err)
 
     def kill9(self):
         """SIGKILL to the member's process group (the timeout wrapper and the client)."""
@@ -316,6 +323,9 @@ def commits_survive_kill9():
 
 @S.scenario("member-across-broker-kill9", timeout=240)
 def member_across_kill9():
+    """The group's members and assignments are in __consumer_offsets: after the broker's
+    kill -9 and restart the member carries on at its epoch (no rejoin, no partition lost,
+    no commit refused)."""
     check(BROKER_CTL, "BROKER_CTL is set")
     topic = create_topic(name("live"), 3)
     group = name("live")
@@ -324,6 +334,12 @@ def member_across_kill9():
     try:
         wait_until(lambda: sum(committed(group, topic, 3).values()) >= 300, T,
                    "the member's commits of 300 records")
+        wait_until(lambda: m.owned() is not None and len(m.owned()) == 3 and m.epochs, T,
+                   "the member to own the 3 partitions at an epoch")
+        with m.lock:
+            seen = len(m.epochs)
+            epoch = m.epochs[-1]
+        info("member epoch before the restart: %d" % epoch)
         restart_broker()
         produce(topic, 60, 3)
         try:
@@ -331,11 +347,14 @@ def member_across_kill9():
                        "the same member process to read and commit the 60 new records")
         except AssertionError as e:
             raise AssertionError("%s; member: %s" % (e, m.state()))
-        # Kafka keeps the member across the restart (its records are in __consumer_offsets);
-        # Sluice does not store consumer-protocol members yet, so a commit in flight at the
-        # restart may be refused as from an unknown member and the member rejoins.
-        info("commits refused as from an unknown member across the restart: %d" % m.fenced)
+        with m.lock:
+            after = m.epochs[seen:]
+        info("member epochs reported after the restart: %s" % (after,))
         check(m.proc.poll() is None, "the member kept running")
+        check(m.fenced == 0, "no commit refused across the restart: %s" % m.state())
+        check(not m.lost, "no partition lost across the restart: %s" % m.state())
+        check(all(e == epoch for e in after),
+              "the member stayed at epoch %d across the restart: %s" % (epoch, m.state()))
         check(m.owned() is not None and len(m.owned()) == 3, "it owns the 3 partitions: %s" % (
             m.owned(),))
         check(not m.errors, "member errors: %s" % m.errors)

@@ -18,9 +18,10 @@
 //! * `offsets`: OffsetCommit, OffsetFetch, OffsetDelete.
 //! * `admin`: DescribeGroups, ListGroups, DeleteGroups, offset expiry.
 //! * `txn`: TxnOffsetCommit and the end of transactions (`complete_txn`).
-//! * `consumer`: ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), the members'
-//!   timers; `migration`: classic members of consumer groups and the conversions between
-//!   classic and consumer groups.
+//! * `consumer`, `consumer_log`: ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848),
+//!   the members' timers, and the consumer group's records in `__consumer_offsets`;
+//!   `migration`: classic members of consumer groups and the conversions between classic and
+//!   consumer groups.
 //!
 //! * `ownership`: in a cluster, which `__consumer_offsets` partitions (and so which groups)
 //!   this broker coordinates.
@@ -30,6 +31,7 @@
 
 mod admin;
 mod consumer;
+mod consumer_log;
 mod membership;
 mod migration;
 mod offsets;
@@ -333,6 +335,8 @@ impl Coordinator {
                 for (id, seq) in ids {
                     me.spawn_session_timer(&cell, id, seq);
                 }
+                let mut g = cell.lock().await;
+                me.start_consumer_sessions(&cell, &mut g);
             });
         }
     }
@@ -461,6 +465,10 @@ impl PartitionLoads for Coordinator {
 fn restored(id: &str, l: Loaded, now: i64) -> Group {
     let mut g = Group::new(id, now);
     g.offsets = l.offsets;
+    if let Some(c) = l.consumer {
+        consumer_log::restore(&mut g, c);
+        return g;
+    }
     let Some(v) = l.metadata else {
         return g;
     };
@@ -530,6 +538,20 @@ fn unloaded(g: &mut Group) {
 
 fn session(m: &Member) -> Duration {
     Duration::from_millis(m.session_timeout_ms.max(0) as u64)
+}
+
+/// The tombstones that delete a group's metadata: a consumer group's records, or a classic
+/// group's GroupMetadata.
+fn group_tombstones(g: &Group) -> Records {
+    match &g.consumer {
+        Some(c) => crate::group::consumer::persist::tombstones(&g.id, &c.group),
+        None => vec![(
+            records::encode_key(&Key::Group {
+                group: g.id.clone(),
+            }),
+            None,
+        )],
+    }
 }
 
 /// The GroupMetadata record of the group's current generation.

@@ -8,7 +8,8 @@
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
 //! * `configs`: dynamic group configs (resource type GROUP): keys, validation, the owner.
 //! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats, classic
-//!   members and the conversions between classic and consumer groups (pure).
+//!   members and the conversions between classic and consumer groups, their records in
+//!   `__consumer_offsets` (pure).
 //! * `state`: a group's data (state, members, generation, offsets).
 //! * `offset_state`: a group's committed offsets and those pending in open transactions.
 //! * `records`: the `__consumer_offsets` key and value schemas.
@@ -30,6 +31,8 @@ pub mod store;
 
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod consumer_tests;
 #[cfg(test)]
 mod migration_tests;
 #[cfg(test)]

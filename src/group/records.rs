@@ -82,6 +82,21 @@ pub(crate) fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
     }
 }
 
+/// An unsigned varint (flexible versions' lengths and tags).
+pub(crate) fn put_uvarint(b: &mut BytesMut, mut v: u32) {
+    while v >= 0x80 {
+        b.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.put_u8(v as u8);
+}
+
+/// A COMPACT_STRING: its length + 1 as a varint, then its bytes.
+pub(crate) fn put_compact_str(b: &mut BytesMut, s: &str) {
+    put_uvarint(b, s.len() as u32 + 1);
+    b.put_slice(s.as_bytes());
+}
+
 fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_i32(v.len() as i32);
     b.put_slice(v);

@@ -14,6 +14,8 @@ use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use tracing::{info, warn};
 
+use super::consumer::persist::Loading;
+use super::consumer::records as consumer_records;
 use super::offset_state::{Committed, OffsetState, TxnKey};
 use super::records::{self, GroupValue, Key};
 use super::store::TOPIC;
@@ -44,6 +46,8 @@ pub enum Entry {
 pub struct Loaded {
     pub metadata: Option<GroupValue>,
     pub offsets: OffsetState,
+    /// The group's consumer protocol (KIP-848) records, if it has any.
+    pub consumer: Option<Loading>,
 }
 
 /// Groups being replayed, with the groups of each open transaction (found again at its
@@ -90,9 +94,9 @@ impl Replay {
         key: Bytes,
         value: Option<Bytes>,
     ) {
-        let key = match records::decode_key(key) {
+        let key = match records::decode_key(key.clone()) {
             Ok(Some(k)) => k,
-            Ok(None) => return,
+            Ok(None) => return self.consumer_record(key, value),
             Err(e) => {
                 warn!("{TOPIC}: unreadable key: {e}");
                 return;
@@ -138,10 +142,32 @@ impl Replay {
         }
     }
 
-    /// The groups found: those with metadata, offsets or an open transaction.
+    /// A consumer group record (other record types are not used here).
+    fn consumer_record(&mut self, key: Bytes, value: Option<Bytes>) {
+        let key = match consumer_records::decode_key(key) {
+            Ok(Some(k)) => k,
+            Ok(None) => return,
+            Err(e) => {
+                warn!("{TOPIC}: unreadable key: {e}");
+                return;
+            }
+        };
+        let group = key.group().to_string();
+        if value.is_none() && !self.groups.contains_key(&group) {
+            return;
+        }
+        let slot = &mut self.groups.entry(group.clone()).or_default().consumer;
+        if let Err(e) = Loading::apply(slot, &key, value) {
+            warn!(group, "{TOPIC}: unreadable consumer group value: {e}");
+        }
+    }
+
+    /// The groups found: those with metadata, consumer group records, offsets or an open
+    /// transaction.
     pub fn finish(mut self) -> HashMap<String, Loaded> {
-        self.groups
-            .retain(|_, g| g.metadata.is_some() || !g.offsets.is_empty());
+        self.groups.retain(|_, g| {
+            g.metadata.is_some() || g.consumer.is_some() || !g.offsets.is_empty()
+        });
         self.groups
     }
 }
@@ -151,7 +177,11 @@ fn group_of(e: &Entry) -> Option<String> {
     match e {
         Entry::Record { key, .. } => match records::decode_key(key.clone()) {
             Ok(Some(k)) => Some(k.group().to_string()),
-            _ => None,
+            Ok(None) => match consumer_records::decode_key(key.clone()) {
+                Ok(Some(k)) => Some(k.group().to_string()),
+                _ => None,
+            },
+            Err(_) => None,
         },
         Entry::Marker { .. } => None,
     }

@@ -163,6 +163,11 @@ pub struct Group {
 pub struct ConsumerSide {
     pub group: ConsumerGroup,
     pub timers: HashMap<String, MemberTimer>,
+    /// The group has records in `__consumer_offsets` (written or loaded).
+    pub logged: bool,
+    /// Loaded from the log: the metadata hash of the subscribed topics the group epoch was
+    /// written with, until the first heartbeat compares the topics with it.
+    pub loaded_hash: Option<i64>,
 }
 
 impl ConsumerSide {

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::state::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Transit, TxnState};
-use crate::group::records::{R, Reader, put_str};
+use crate::group::records::{R, Reader, put_compact_str, put_str, put_uvarint};
 
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 1;
@@ -48,19 +48,6 @@ pub fn decode_key(buf: Bytes) -> R<Option<String>> {
         KEY_VERSION => Ok(Some(r.str()?)),
         _ => Ok(None),
     }
-}
-
-fn put_uvarint(b: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        b.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
-
-fn put_compact_str(b: &mut BytesMut, s: &str) {
-    put_uvarint(b, s.len() as u32 + 1);
-    b.put_slice(s.as_bytes());
 }
 
 /// Partitions grouped by topic, in name order.

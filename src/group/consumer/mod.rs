@@ -10,11 +10,15 @@
 //! * `heartbeat`: ConsumerGroupHeartbeat's validation, joins, leaves and epochs.
 //! * `classic`: classic-protocol members of consumer groups, and the conversions between
 //!   classic and consumer groups (online upgrade and downgrade).
+//! * `records`, `persist`: the group's records in `__consumer_offsets` (which a change
+//!   writes, and the group replayed from them).
 
 pub mod assignor;
 pub mod classic;
 pub mod heartbeat;
+pub mod persist;
 pub mod reconcile;
+pub mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 

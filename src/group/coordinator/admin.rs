@@ -5,10 +5,9 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError as E;
 use tracing::info;
 
-use super::{Coordinator, offset_key};
+use super::{Coordinator, group_tombstones, offset_key};
 use crate::broker::now_ms;
 use crate::group::offset_state::Committed;
-use crate::group::records::{self, Key};
 use crate::group::state::{Member, State};
 use crate::group::store::Records;
 
@@ -126,12 +125,7 @@ impl Coordinator {
             .iter()
             .map(|(t, p)| (offset_key(&g.id, t, *p), None))
             .collect();
-        records.push((
-            records::encode_key(&Key::Group {
-                group: g.id.clone(),
-            }),
-            None,
-        ));
+        records.extend(group_tombstones(&g));
         if let Err(e) = self.write(&cell, &g.id, records).await {
             return e;
         }
@@ -175,12 +169,7 @@ impl Coordinator {
                 && g.offsets.committed().len() == expired.len()
                 && !g.offsets.has_open_txns();
             if dead {
-                records.push((
-                    records::encode_key(&Key::Group {
-                        group: g.id.clone(),
-                    }),
-                    None,
-                ));
+                records.extend(group_tombstones(&g));
             }
             if records.is_empty() || self.write(&cell, &g.id, records).await.is_err() {
                 continue;

@@ -21,14 +21,14 @@ use tracing::info;
 
 use kafka_protocol::ResponseError as E;
 
-use super::{Coordinator, GroupCell};
+use super::{Coordinator, GroupCell, consumer_log};
 use crate::broker::now_ms;
 use crate::group::consumer::heartbeat::{self, Error, Outcome, Request};
 use crate::group::consumer::{Assignment, ConsumerGroup, MemberState, Topics};
 use crate::group::state::{ConsumerSide, Group, MemberTimer, State};
 
 /// Numbers the members' timer tasks.
-static TIMER_SEQ: AtomicU64 = AtomicU64::new(0);
+pub(super) static TIMER_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// What a ConsumerGroupHeartbeat is answered with (when it is not an error).
 #[derive(Debug, Clone)]
@@ -46,18 +46,6 @@ fn not_found(message: String) -> Error {
     }
 }
 
-/// A heartbeat (epoch > 0) for a group unknown here or known by its offsets only. The
-/// members are not persisted, so this is also what a broker restart leaves: UNKNOWN_MEMBER_ID
-/// has the member rejoin (Kafka, which replays its members, answers GROUP_ID_NOT_FOUND for a
-/// group that is really gone).
-fn unknown_after_restart(group_id: &str, member_id: &str) -> Error {
-    Error {
-        code: E::UnknownMemberId.code(),
-        message: Some(format!(
-            "Member {member_id} is not a member of group {group_id}."
-        )),
-    }
-}
 
 /// Keeps the classic view (`state`, `protocol_type`) of a consumer group in line with it.
 pub(super) fn sync_state(g: &mut Group) {
@@ -77,7 +65,7 @@ pub(super) fn sync_state(g: &mut Group) {
 impl Coordinator {
     /// The session timeout of a group's members: its `consumer.session.timeout.ms`, else the
     /// broker's `group.consumer.session.timeout.ms`.
-    fn consumer_session_ms(&self, group: &str) -> u64 {
+    pub(super) fn consumer_session_ms(&self, group: &str) -> u64 {
         let c = &self.cfg.consumer;
         c.per_group
             .num(group, "consumer.session.timeout.ms")
@@ -111,7 +99,7 @@ impl Coordinator {
         } else {
             match self.get(group_id).map_err(code)? {
                 Some(c) => c,
-                None => return Err(unknown_after_restart(group_id, &r.member_id)),
+                None => return Err(not_found(format!("Consumer group {group_id} not found."))),
             }
         };
         let mut g = cell.lock().await;
@@ -128,7 +116,9 @@ impl Coordinator {
         }
         if g.consumer.is_none() {
             if r.member_epoch != 0 {
-                return Err(unknown_after_restart(group_id, &r.member_id));
+                return Err(not_found(format!(
+                    "Group {group_id} is not a consumer group."
+                )));
             }
             info!(group = %group_id, "empty classic group becomes a consumer group");
             g.consumer = Some(ConsumerSide::default());
@@ -138,9 +128,23 @@ impl Coordinator {
         }
         let gid = g.id.clone();
         let side = g.consumer.as_mut().expect("set above");
+        consumer_log::adopt_loaded_topics(side, topics);
+        let before = side.group.clone();
         let out = heartbeat::heartbeat(&gid, &mut side.group, &r, topics, &settings, &|| {
             uuid::Uuid::new_v4().simple().to_string()
         });
+        let out = match out {
+            Err(e) => {
+                side.group = before;
+                sync_state(&mut g);
+                return Err(e);
+            }
+            Ok(out) => match self.persist_consumer(&cell, &mut g, before).await {
+                Ok(()) => Ok(out),
+                Err(c) => Err(code(c)),
+            },
+        };
+        let side = g.consumer.as_mut().expect("set above");
         let answer = match out {
             Err(e) => {
                 sync_state(&mut g);
@@ -245,7 +249,7 @@ impl Coordinator {
         self.spawn_consumer_timer(cell, id.to_string(), seq);
     }
 
-    fn spawn_consumer_timer(self: &Arc<Self>, cell: &Arc<GroupCell>, id: String, seq: u64) {
+    pub(super) fn spawn_consumer_timer(self: &Arc<Self>, cell: &Arc<GroupCell>, id: String, seq: u64) {
         let (me, cell) = (self.clone(), cell.clone());
         tokio::spawn(async move {
             loop {
@@ -263,6 +267,9 @@ impl Coordinator {
                 };
                 sleep_until(deadline).await;
                 let mut g = cell.lock().await;
+                if g.state == State::Dead {
+                    return;
+                }
                 let now = Instant::now();
                 let gid = g.id.clone();
                 let Some(side) = g.consumer.as_mut() else {
@@ -292,33 +299,51 @@ impl Coordinator {
                     }
                     continue;
                 };
+                if !me.fence_consumer_member(&cell, &mut g, &id).await {
+                    // The member stays until a write of its removal succeeds.
+                    tracing::warn!(group = %gid, member = %id, "{why}: cannot remove member");
+                    let retry = Instant::now() + Duration::from_secs(1);
+                    if let Some(t) = g.consumer.as_mut().and_then(|s| s.timers.get_mut(&id)) {
+                        t.session_deadline = t.session_deadline.max(retry);
+                        t.revoke_deadline = t.revoke_deadline.map(|r| r.max(retry));
+                    }
+                    continue;
+                }
                 info!(group = %gid, member = %id, "{why}: member removed");
-                me.fence_consumer_member(&cell, &mut g, &id).await;
                 return;
             }
         });
     }
 
-    /// Removes a member of the consumer group in `g` (its lock held); if it was the last
-    /// consumer-protocol member among classic ones, the group becomes classic instead.
+    /// Removes a member of the consumer group in `g` (its lock held) and writes its removal;
+    /// if it was the last consumer-protocol member among classic ones, the group becomes
+    /// classic instead. False if the write failed (the member is still there).
     pub(super) async fn fence_consumer_member(
         self: &Arc<Self>,
         cell: &Arc<GroupCell>,
         g: &mut Group,
         id: &str,
-    ) {
+    ) -> bool {
         let settings = self.cfg.consumer.settings();
         let Some(side) = g.consumer.as_mut() else {
-            return;
+            return true;
         };
-        side.timers.remove(id);
         if crate::group::consumer::classic::downgrades_without(&side.group, id, &settings) {
+            side.timers.remove(id);
             let topics = self.topics();
             self.downgrade(cell, g, id, &topics).await;
-            return;
+            return true;
         }
+        let before = side.group.clone();
         side.group.remove_member(id);
+        if self.persist_consumer(cell, g, before).await.is_err() {
+            return false;
+        }
+        if let Some(side) = g.consumer.as_mut() {
+            side.timers.remove(id);
+        }
         sync_state(g);
+        true
     }
 
     /// ConsumerGroupDescribe of one group: its state, or GROUP_ID_NOT_FOUND with Kafka's

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info};
 
-use super::{Coordinator, GroupCell, group_record, session};
+use super::{Coordinator, GroupCell, group_record, group_tombstones, session};
 use crate::broker::now_ms;
 pub use crate::group::state::JoinParams;
 use crate::group::state::{Group, JoinResult, Member, State, SyncResult};
@@ -69,7 +69,12 @@ impl Coordinator {
                 .as_ref()
                 .is_some_and(|c| c.group.members.is_empty())
             {
-                info!(group = %g.id, "empty consumer group becomes a classic group");
+                let gid = g.id.clone();
+                let logged = g.consumer.as_ref().is_some_and(|c| c.logged);
+                if logged && let Err(code) = self.write(&cell, &gid, group_tombstones(&g)).await {
+                    return JoinResult::error(code, &p.member_id);
+                }
+                info!(group = %gid, "empty consumer group becomes a classic group");
                 g.consumer = None;
                 g.protocol_type = None;
             }
@@ -78,8 +83,13 @@ impl Coordinator {
                     E::CoordinatorNotAvailable.code(),
                     &p.member_id,
                 ))
-            } else if g.consumer.is_some() {
-                Reply::Now(self.classic_join(&cell, &mut g, p))
+            } else if let Some(c) = g.consumer.as_ref() {
+                let before = c.group.clone();
+                let r = self.classic_join(&cell, &mut g, p);
+                match self.persist_consumer(&cell, &mut g, before).await {
+                    Ok(()) => Reply::Now(r),
+                    Err(code) => Reply::Now(JoinResult::error(code, &r.member_id)),
+                }
             } else if p.member_id.is_empty() {
                 self.join_new_member(&cell, &mut g, p).await
             } else {
@@ -713,10 +723,14 @@ impl Coordinator {
             return (E::CoordinatorNotAvailable.code(), vec![0; leaving.len()]);
         }
         if let Some(c) = g.consumer.as_mut() {
+            let before = c.group.clone();
             let errors = leaving
                 .iter()
                 .map(|(member_id, instance_id)| c.remove_by_identity(member_id, instance_id))
                 .collect();
+            if let Err(code) = self.persist_consumer(&cell, &mut g, before).await {
+                return (code, vec![0; leaving.len()]);
+            }
             super::consumer::sync_state(&mut g);
             return (0, errors);
         }

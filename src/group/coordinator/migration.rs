@@ -82,9 +82,12 @@ impl Coordinator {
                 (m.id.clone(), ms)
             })
             .collect();
+        // Not logged yet: the next write (the heartbeat's) writes the whole consumer group.
         g.consumer = Some(ConsumerSide {
             group: cg,
             timers: Default::default(),
+            logged: false,
+            loaded_hash: None,
         });
         for (id, ms) in sessions {
             self.start_consumer_timer(cell, g, &id, Duration::from_millis(ms.max(0) as u64));
@@ -111,6 +114,12 @@ impl Coordinator {
             side.group.remove_member(leaving);
             sync_state(g);
             return;
+        };
+        // The consumer group's records are deleted in the write of the classic group's.
+        let mut records = if side.logged {
+            crate::group::consumer::persist::tombstones(&g.id, &side.group)
+        } else {
+            Vec::new()
         };
         g.consumer = None;
         g.generation = plan.generation;
@@ -156,7 +165,7 @@ impl Coordinator {
         }
         let reason = format!("Downgrade group {} from consumer to classic.", g.id);
         info!(group = %g.id, generation = g.generation, "{reason}");
-        let records = vec![group_record(g)];
+        records.push(group_record(g));
         let _ = self.write(cell, &g.id, records).await;
         self.prepare_rebalance(cell, g, &reason).await;
     }

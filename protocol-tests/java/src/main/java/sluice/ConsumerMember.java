@@ -24,6 +24,10 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   ASSIGNED t-0,t-1     its whole assignment after each change (empty: "ASSIGNED ")
  *   READ n               records read so far (after each poll that read some)
  *   COMMITTED            after each commitSync
+ *   EPOCH n              its member epoch (the group metadata's generation), whenever it
+ *                        changed, after a poll
+ *   LOST t-0,t-1         the client gave up partitions as lost (it was fenced or its
+ *                        member was unknown to the coordinator: it rejoins)
  *   FENCED <msg>         a commitSync failed because the group no longer knows this member
  *                        (CommitFailedException): as an application would, it keeps polling,
  *                        rejoins and reads again from the last committed offsets
@@ -69,6 +73,9 @@ public final class ConsumerMember {
 
             @Override
             public void onPartitionsLost(Collection<TopicPartition> parts) {
+                TreeSet<String> lost = new TreeSet<>();
+                for (TopicPartition tp : parts) lost.add(tp.toString());
+                say("LOST " + String.join(",", lost));
                 onPartitionsRevoked(parts);
             }
         };
@@ -80,6 +87,7 @@ public final class ConsumerMember {
         stdin.setDaemon(true);
         stdin.start();
         long read = 0;
+        int epoch = -1;
         try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
             if (subscription.startsWith("--regex=")) {
                 c.subscribe(new SubscriptionPattern(subscription.substring(8)), listener);
@@ -94,6 +102,11 @@ public final class ConsumerMember {
                     say("ERROR " + e.getClass().getName() + ": " + e.getMessage());
                     System.exit(3);
                     return;
+                }
+                int now = c.groupMetadata().generationId();
+                if (now != epoch) {
+                    epoch = now;
+                    say("EPOCH " + epoch);
                 }
                 if (rs.isEmpty()) continue;
                 read += rs.count();
