@@ -236,6 +236,15 @@ pub fn topic_configs(b: &Broker, name: &str) -> Option<BTreeMap<String, String>>
     }
 }
 
+/// A topic or group resource must be named (`empty`: the refusal otherwise); then
+/// [`check_ops`].
+fn check_named(name: &str, empty: &str, ops: &[Op]) -> Result<(), Failure> {
+    if name.is_empty() {
+        return Err(invalid_request(empty));
+    }
+    check_ops(ops)
+}
+
 /// Applies `ops` to topic `name` (the ops come either from IncrementalAlterConfigs or, as a
 /// full replacement, from AlterConfigs: `replace`).
 pub async fn alter_topic(
@@ -245,10 +254,7 @@ pub async fn alter_topic(
     replace: bool,
     validate_only: bool,
 ) -> Result<(), Failure> {
-    if name.is_empty() {
-        return Err(invalid_request("Default topic resources are not allowed."));
-    }
-    check_ops(&ops)?;
+    check_named(name, "Default topic resources are not allowed.", &ops)?;
     let current =
         topic_configs(b, name).ok_or_else(|| topic_failure(&TopicError::UnknownTopic, name))?;
     let ops = requested_ops(&current, ops, replace);
@@ -376,10 +382,7 @@ pub async fn alter_group(
     replace: bool,
     validate_only: bool,
 ) -> Result<(), Failure> {
-    if name.is_empty() {
-        return Err(invalid_request("Group name must not be empty"));
-    }
-    check_ops(&ops)?;
+    check_named(name, "Group name must not be empty", &ops)?;
     let owner = &b.controller.group_configs;
     let current = owner.of(name);
     let ops = requested_ops(&current, ops, replace);
