@@ -20,6 +20,7 @@ fn settings() -> Settings {
     Settings {
         assignors: vec!["uniform".into(), "range".into()],
         max_size: 10,
+        migration: crate::group::consumer::classic::MigrationPolicy::Bidirectional,
     }
 }
 
