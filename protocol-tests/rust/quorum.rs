@@ -673,9 +673,12 @@ fn malformed_frames_close_only_that_connection() {
         "an oversized frame closes the connection"
     );
 
-    // A valid handshake (postcard: no cluster id, from node 9, to the leader), then garbage.
+    // A valid handshake (postcard: no cluster id, from node 9, to the leader, a 16-byte
+    // directory id), then garbage.
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(&[0, 0, 0, 3, 0, 9, leader as u8]).unwrap();
+    let mut hello = vec![0, 0, 0, 19, 0, 9, leader as u8];
+    hello.extend_from_slice(&[7u8; 16]);
+    s.write_all(&hello).unwrap();
     let mut len = [0u8; 4];
     s.read_exact(&mut len).unwrap();
     let mut welcome = vec![0u8; u32::from_be_bytes(len) as usize];
