@@ -75,10 +75,7 @@ impl Broker {
                     Coordinator::new(group_config, log)
                 },
                 txns: crate::txn::for_broker(txn_config, me.clone()),
-                share: crate::share::Coordinator::open(
-                    share_config,
-                    Some(share_states.clone()),
-                ),
+                share: crate::share::Coordinator::open(share_config, Some(share_states.clone())),
                 share_states,
                 peers: Default::default(),
                 cluster: OnceLock::new(),

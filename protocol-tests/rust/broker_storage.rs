@@ -83,7 +83,10 @@ fn segments_roll_and_size_retention_advances_log_start() {
         "roll",
         1,
         1,
-        &[("internal.segment.bytes", "2000"), ("retention.bytes", "4000")],
+        &[
+            ("internal.segment.bytes", "2000"),
+            ("retention.bytes", "4000"),
+        ],
         false,
     );
     assert_eq!(r.topics[0].error_code, 0);

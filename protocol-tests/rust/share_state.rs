@@ -30,16 +30,25 @@ fn init(c: &mut Client, topic: Uuid, state_epoch: i32, start: i64) -> (i16, Opti
     let mut r = InitializeShareGroupStateRequest::default();
     r.group_id = s(GROUP);
     r.topics = vec![t];
-    let resp: InitializeShareGroupStateResponse =
-        c.call(ApiKey::InitializeShareGroupState, 0, &r);
+    let resp: InitializeShareGroupStateResponse = c.call(ApiKey::InitializeShareGroupState, 0, &r);
     let p = &resp.results[0].partitions[0];
-    (p.error_code, p.error_message.as_ref().map(|m| m.to_string()))
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
+    )
 }
 
 /// (first, last, state, count)
 type B = (i64, i64, i8, i16);
 
-fn write(c: &mut Client, topic: Uuid, state_epoch: i32, leader_epoch: i32, start: i64, batches: &[B]) -> i16 {
+fn write(
+    c: &mut Client,
+    topic: Uuid,
+    state_epoch: i32,
+    leader_epoch: i32,
+    start: i64,
+    batches: &[B],
+) -> i16 {
     use write_share_group_state_request as m;
     let mut p = m::PartitionData::default();
     p.partition = 0;
@@ -67,7 +76,11 @@ fn write(c: &mut Client, topic: Uuid, state_epoch: i32, leader_epoch: i32, start
     resp.results[0].partitions[0].error_code
 }
 
-fn read(c: &mut Client, topic: Uuid, leader_epoch: i32) -> read_share_group_state_response::PartitionResult {
+fn read(
+    c: &mut Client,
+    topic: Uuid,
+    leader_epoch: i32,
+) -> read_share_group_state_response::PartitionResult {
     use read_share_group_state_request as m;
     let mut p = m::PartitionData::default();
     p.partition = 0;
@@ -85,11 +98,21 @@ fn read(c: &mut Client, topic: Uuid, leader_epoch: i32) -> read_share_group_stat
 fn batches(p: &read_share_group_state_response::PartitionResult) -> Vec<B> {
     p.state_batches
         .iter()
-        .map(|b| (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
+        .map(|b| {
+            (
+                b.first_offset,
+                b.last_offset,
+                b.delivery_state,
+                b.delivery_count,
+            )
+        })
         .collect()
 }
 
-fn summary(c: &mut Client, topic: Uuid) -> read_share_group_state_summary_response::PartitionResult {
+fn summary(
+    c: &mut Client,
+    topic: Uuid,
+) -> read_share_group_state_summary_response::PartitionResult {
     use read_share_group_state_summary_request as m;
     let mut p = m::PartitionData::default();
     p.partition = 0;
@@ -122,8 +145,11 @@ fn delete(c: &mut Client, topic: Uuid) -> i16 {
 fn share_state_is_kept_as_kafka_keeps_it() {
     let mut b = TestBroker::start(&[]);
     let mut c = b.connect();
-    let created: CreateTopicsResponse =
-        c.call(ApiKey::CreateTopics, 7, &create_topic_request("ss", 1, 1, &[]));
+    let created: CreateTopicsResponse = c.call(
+        ApiKey::CreateTopics,
+        7,
+        &create_topic_request("ss", 1, 1, &[]),
+    );
     assert_eq!(created.topics[0].error_code, 0);
     let topic = created.topics[0].topic_id;
 
@@ -134,17 +160,29 @@ fn share_state_is_kept_as_kafka_keeps_it() {
         Some("Read operation on uninitialized share partition not allowed.")
     );
     assert_eq!(write(&mut c, topic, 0, 0, 0, &[]), E::InvalidRequest.code());
-    assert_eq!(init(&mut c, Uuid::from_u128(77), 0, 0).0, E::UnknownTopicOrPartition.code());
+    assert_eq!(
+        init(&mut c, Uuid::from_u128(77), 0, 0).0,
+        E::UnknownTopicOrPartition.code()
+    );
 
     assert_eq!(init(&mut c, topic, 0, 0).0, 0);
-    assert_eq!(write(&mut c, topic, 0, 1, 0, &[(0, 4, 2, 1), (5, 9, 0, 2)]), 0);
+    assert_eq!(
+        write(&mut c, topic, 0, 1, 0, &[(0, 4, 2, 1), (5, 9, 0, 2)]),
+        0
+    );
     assert_eq!(write(&mut c, topic, 0, 1, 2, &[(3, 6, 4, 3)]), 0);
     let want = vec![(2, 2, 2, 1), (3, 6, 4, 3), (7, 9, 0, 2)];
     let r = read(&mut c, topic, 1);
     assert_eq!((r.error_code, r.state_epoch, r.start_offset), (0, 0, 2));
     assert_eq!(batches(&r), want);
-    assert_eq!(read(&mut c, topic, 0).error_code, E::FencedLeaderEpoch.code());
-    assert_eq!(write(&mut c, topic, 0, 0, 3, &[]), E::FencedLeaderEpoch.code());
+    assert_eq!(
+        read(&mut c, topic, 0).error_code,
+        E::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        write(&mut c, topic, 0, 0, 3, &[]),
+        E::FencedLeaderEpoch.code()
+    );
 
     // The share coordinator of a share partition's key (type 2) is this broker.
     let key = format!(
@@ -168,7 +206,15 @@ fn share_state_is_kept_as_kafka_keeps_it() {
     assert_eq!((r.error_code, r.start_offset), (0, 2));
     assert_eq!(batches(&r), want);
     let sm = summary(&mut c, topic);
-    assert_eq!((sm.error_code, sm.state_epoch, sm.leader_epoch, sm.start_offset), (0, 0, 1, 2));
+    assert_eq!(
+        (
+            sm.error_code,
+            sm.state_epoch,
+            sm.leader_epoch,
+            sm.start_offset
+        ),
+        (0, 0, 1, 2)
+    );
     assert!(!b.data_dir().join("sluice-share-state").exists());
 
     // A new state epoch fences writers of the old one; a delete forgets the partition.
@@ -176,7 +222,10 @@ fn share_state_is_kept_as_kafka_keeps_it() {
     let (code, message) = init(&mut c, topic, 0, 5);
     assert_eq!(code, E::FencedStateEpoch.code());
     assert!(message.is_some());
-    assert_eq!(write(&mut c, topic, 0, 1, 6, &[]), E::FencedStateEpoch.code());
+    assert_eq!(
+        write(&mut c, topic, 0, 1, 6, &[]),
+        E::FencedStateEpoch.code()
+    );
     let r = read(&mut c, topic, -1);
     assert_eq!((r.state_epoch, r.start_offset, batches(&r)), (1, 5, vec![]));
     assert_eq!(delete(&mut c, topic), 0);

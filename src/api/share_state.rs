@@ -107,12 +107,14 @@ fn key_of(b: &Broker, group: &str, topic: Uuid, partition: i32) -> Result<Key, R
 
 fn batches_in(list: impl IntoIterator<Item = (i64, i64, i8, i16)>) -> Vec<Batch> {
     list.into_iter()
-        .map(|(first_offset, last_offset, delivery_state, delivery_count)| Batch {
-            first_offset,
-            last_offset,
-            delivery_state,
-            delivery_count,
-        })
+        .map(
+            |(first_offset, last_offset, delivery_state, delivery_count)| Batch {
+                first_offset,
+                last_offset,
+                delivery_state,
+                delivery_count,
+            },
+        )
         .collect()
 }
 
@@ -157,13 +159,25 @@ fn outcome(r: &Result<(), Refusal>) -> (i16, Option<StrBytes>) {
     }
 }
 
-async fn initialize(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn initialize(
+    b: Arc<Broker>,
+    ctx: RequestCtx,
+    body: Bytes,
+) -> anyhow::Result<Option<Response>> {
     let req: InitializeShareGroupStateRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
-    let topics = req.topics.into_iter().map(|t| (t.topic_id, t.partitions)).collect();
-    let done = each(&b, &req.group_id, topics, |p| p.partition, |key, p| async move {
-        states.initialize(&key, p.state_epoch, p.start_offset).await
-    })
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| (t.topic_id, t.partitions))
+        .collect();
+    let done = each(
+        &b,
+        &req.group_id,
+        topics,
+        |p| p.partition,
+        |key, p| async move { states.initialize(&key, p.state_epoch, p.start_offset).await },
+    )
     .await;
     let mut resp = InitializeShareGroupStateResponse::default();
     for (topic, results) in done {
@@ -180,13 +194,25 @@ async fn initialize(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Res
     super::respond(&ctx, &resp)
 }
 
-async fn read_state(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn read_state(
+    b: Arc<Broker>,
+    ctx: RequestCtx,
+    body: Bytes,
+) -> anyhow::Result<Option<Response>> {
     let req: ReadShareGroupStateRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
-    let topics = req.topics.into_iter().map(|t| (t.topic_id, t.partitions)).collect();
-    let done = each(&b, &req.group_id, topics, |p| p.partition, |key, p| async move {
-        states.read(&key, p.leader_epoch).await
-    })
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| (t.topic_id, t.partitions))
+        .collect();
+    let done = each(
+        &b,
+        &req.group_id,
+        topics,
+        |p| p.partition,
+        |key, p| async move { states.read(&key, p.leader_epoch).await },
+    )
     .await;
     let mut resp = ReadShareGroupStateResponse::default();
     for (topic, results) in done {
@@ -229,18 +255,33 @@ async fn write(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
     use kafka_protocol::messages::write_share_group_state_response as wr;
     let req: WriteShareGroupStateRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
-    let topics = req.topics.into_iter().map(|t| (t.topic_id, t.partitions)).collect();
-    let done = each(&b, &req.group_id, topics, |p| p.partition, |key, p| async move {
-        let w = Write {
-            state_epoch: p.state_epoch,
-            leader_epoch: p.leader_epoch,
-            start_offset: p.start_offset,
-            batches: batches_in(p.state_batches.iter().map(|x| {
-                (x.first_offset, x.last_offset, x.delivery_state, x.delivery_count)
-            })),
-        };
-        states.write(&key, &w).await
-    })
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| (t.topic_id, t.partitions))
+        .collect();
+    let done = each(
+        &b,
+        &req.group_id,
+        topics,
+        |p| p.partition,
+        |key, p| async move {
+            let w = Write {
+                state_epoch: p.state_epoch,
+                leader_epoch: p.leader_epoch,
+                start_offset: p.start_offset,
+                batches: batches_in(p.state_batches.iter().map(|x| {
+                    (
+                        x.first_offset,
+                        x.last_offset,
+                        x.delivery_state,
+                        x.delivery_count,
+                    )
+                })),
+            };
+            states.write(&key, &w).await
+        },
+    )
     .await;
     let mut resp = WriteShareGroupStateResponse::default();
     for (topic, results) in done {
@@ -260,10 +301,18 @@ async fn write(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
 async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DeleteShareGroupStateRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
-    let topics = req.topics.into_iter().map(|t| (t.topic_id, t.partitions)).collect();
-    let done = each(&b, &req.group_id, topics, |p| p.partition, |key, _| async move {
-        states.delete(&key).await
-    })
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| (t.topic_id, t.partitions))
+        .collect();
+    let done = each(
+        &b,
+        &req.group_id,
+        topics,
+        |p| p.partition,
+        |key, _| async move { states.delete(&key).await },
+    )
     .await;
     let mut resp = DeleteShareGroupStateResponse::default();
     for (topic, results) in done {
@@ -280,13 +329,25 @@ async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     super::respond(&ctx, &resp)
 }
 
-async fn read_summary(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn read_summary(
+    b: Arc<Broker>,
+    ctx: RequestCtx,
+    body: Bytes,
+) -> anyhow::Result<Option<Response>> {
     let req: ReadShareGroupStateSummaryRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
-    let topics = req.topics.into_iter().map(|t| (t.topic_id, t.partitions)).collect();
-    let done = each(&b, &req.group_id, topics, |p| p.partition, |key, _| async move {
-        states.summary(&key).await
-    })
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| (t.topic_id, t.partitions))
+        .collect();
+    let done = each(
+        &b,
+        &req.group_id,
+        topics,
+        |p| p.partition,
+        |key, _| async move { states.summary(&key).await },
+    )
     .await;
     let mut resp = ReadShareGroupStateSummaryResponse::default();
     for (topic, results) in done {

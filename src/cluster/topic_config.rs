@@ -638,7 +638,9 @@ mod tests {
         );
         let described = |t: &BTreeMap<String, String>| {
             let d = BrokerDefaults::new(std::sync::Arc::new(broker.clone()), Default::default());
-            describe(&d, t).iter().any(|c| c.name == "internal.segment.bytes")
+            describe(&d, t)
+                .iter()
+                .any(|c| c.name == "internal.segment.bytes")
         };
         assert!(described(&topic));
         assert!(!described(&BTreeMap::new()));

@@ -165,9 +165,8 @@ impl Replay {
     /// The groups found: those with metadata, consumer group records, offsets or an open
     /// transaction.
     pub fn finish(mut self) -> HashMap<String, Loaded> {
-        self.groups.retain(|_, g| {
-            g.metadata.is_some() || g.consumer.is_some() || !g.offsets.is_empty()
-        });
+        self.groups
+            .retain(|_, g| g.metadata.is_some() || g.consumer.is_some() || !g.offsets.is_empty());
         self.groups
     }
 }

@@ -98,7 +98,6 @@ pub fn assemble(
     )
 }
 
-
 /// A batch whose records have the given timestamps (absolute) and values.
 pub fn batch_with(codec: Compression, timestamps: &[i64], value_len: usize) -> Vec<u8> {
     let base_ts = timestamps[0];

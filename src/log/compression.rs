@@ -279,7 +279,10 @@ mod tests {
         }
         let c = compress(Compression::Snappy, &data);
         assert_eq!(c[..8], XERIAL_MAGIC);
-        assert_eq!(decompress(Compression::Snappy, &compress(Compression::Snappy, &[]), 10).unwrap(), b"");
+        assert_eq!(
+            decompress(Compression::Snappy, &compress(Compression::Snappy, &[]), 10).unwrap(),
+            b""
+        );
     }
 
     #[test]

@@ -290,11 +290,7 @@ impl Coordinator {
     }
 
     fn touched(&self, key: &SpKey) {
-        self.pending
-            .lock()
-            .unwrap()
-            .entry(key.clone())
-            .or_default();
+        self.pending.lock().unwrap().entry(key.clone()).or_default();
     }
 
     fn touched_all(&self, keys: impl IntoIterator<Item = SpKey>, p: Pending) {
@@ -319,7 +315,13 @@ impl Coordinator {
             if let Err(r) = self.persist_one(states, &key, p).await {
                 let retry = r.code == kafka_protocol::ResponseError::CoordinatorNotAvailable.code()
                     || r.code == kafka_protocol::ResponseError::CoordinatorLoadInProgress.code();
-                tracing::debug!(group = key.0, partition = key.2, code = r.code, "share state not persisted: {}", r.message);
+                tracing::debug!(
+                    group = key.0,
+                    partition = key.2,
+                    code = r.code,
+                    "share state not persisted: {}",
+                    r.message
+                );
                 if retry {
                     self.touched_all([key], p);
                 }
@@ -409,7 +411,12 @@ impl Coordinator {
             && answer.is_ok()
             && inner.forget_member(group_id, &member, &self.cfg.limits(group_id))
         {
-            let keys: Vec<SpKey> = inner.partitions.keys().filter(|k| k.0 == group_id).cloned().collect();
+            let keys: Vec<SpKey> = inner
+                .partitions
+                .keys()
+                .filter(|k| k.0 == group_id)
+                .cloned()
+                .collect();
             drop(inner);
             self.touched_all(keys, Pending::default());
             self.wake();
@@ -472,7 +479,12 @@ impl Coordinator {
         let mut inner = self.inner.lock().unwrap();
         let key = inner.member_key(group, member);
         if inner.release(group, key, &self.cfg.limits(group)) {
-            let keys: Vec<SpKey> = inner.partitions.keys().filter(|k| k.0 == group).cloned().collect();
+            let keys: Vec<SpKey> = inner
+                .partitions
+                .keys()
+                .filter(|k| k.0 == group)
+                .cloned()
+                .collect();
             drop(inner);
             self.touched_all(keys, Pending::default());
             self.wake();
@@ -529,10 +541,13 @@ impl Coordinator {
         }
         let persisted = self.states.as_ref().and_then(|s| s.get(&key));
         let max_locks = self.cfg.partition_max_record_locks;
-        let sp = inner.partitions.entry(key.clone()).or_insert_with(|| match persisted {
-            Some(st) => SharePartition::restore(st.start_offset, &st.batches, max_locks),
-            None => SharePartition::new(start(self.cfg.reset(group))),
-        });
+        let sp = inner
+            .partitions
+            .entry(key.clone())
+            .or_insert_with(|| match persisted {
+                Some(st) => SharePartition::restore(st.start_offset, &st.batches, max_locks),
+                None => SharePartition::new(start(self.cfg.reset(group))),
+            });
         let before = sp.start_offset();
         sp.skip_to(log_start);
         sp.expire(now_ms(), &limits);
@@ -584,9 +599,20 @@ impl Coordinator {
             return Some(kafka_protocol::ResponseError::NonEmptyGroup.code());
         }
         inner.groups.remove(group_id);
-        let gone: Vec<SpKey> = inner.partitions.keys().filter(|k| k.0 == group_id).cloned().collect();
+        let gone: Vec<SpKey> = inner
+            .partitions
+            .keys()
+            .filter(|k| k.0 == group_id)
+            .cloned()
+            .collect();
         inner.partitions.retain(|(g, _, _), _| g != group_id);
-        self.touched_all(gone, Pending { delete: true, reset: false });
+        self.touched_all(
+            gone,
+            Pending {
+                delete: true,
+                reset: false,
+            },
+        );
         inner.member_keys.retain(|(g, _), _| g != group_id);
         Some(0)
     }
@@ -622,11 +648,23 @@ impl Coordinator {
         match start {
             Some(o) => {
                 inner.partitions.insert(key.clone(), SharePartition::new(o));
-                self.touched_all([key], Pending { delete: false, reset: true });
+                self.touched_all(
+                    [key],
+                    Pending {
+                        delete: false,
+                        reset: true,
+                    },
+                );
             }
             None => {
                 inner.partitions.remove(&key);
-                self.touched_all([key], Pending { delete: true, reset: false });
+                self.touched_all(
+                    [key],
+                    Pending {
+                        delete: true,
+                        reset: false,
+                    },
+                );
             }
         }
         0

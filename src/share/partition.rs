@@ -344,13 +344,16 @@ impl SharePartition {
                     _ => State::Available,
                 };
                 let delivery_count = b.delivery_count.max(0);
-                sp.records.insert(o, InFlight { state, delivery_count });
+                sp.records.insert(
+                    o,
+                    InFlight {
+                        state,
+                        delivery_count,
+                    },
+                );
             }
         }
-        sp.end = sp
-            .records
-            .last_key_value()
-            .map_or(start, |(&o, _)| o + 1);
+        sp.end = sp.records.last_key_value().map_or(start, |(&o, _)| o + 1);
         for o in start..sp.end {
             sp.records.entry(o).or_insert(InFlight {
                 state: State::Available,
@@ -506,12 +509,19 @@ mod tests {
         };
         assert_eq!(
             batches,
-            vec![b(1, 1, ACKNOWLEDGED, 1), b(2, 2, ARCHIVED, 1), b(3, 3, AVAILABLE, 1)]
+            vec![
+                b(1, 1, ACKNOWLEDGED, 1),
+                b(2, 2, ARCHIVED, 1),
+                b(3, 3, AVAILABLE, 1)
+            ]
         );
         let mut back = SharePartition::restore(start, &batches, 10);
         assert_eq!(back.end_offset(), 4);
         assert_eq!(back.state_of(0), Some((State::Available, 0)));
-        assert_eq!(back.acquire(2, 0, 6, 10, 0, &L), vec![acq(0, 0, 1), acq(3, 3, 2), acq(4, 5, 1)]);
+        assert_eq!(
+            back.acquire(2, 0, 6, 10, 0, &L),
+            vec![acq(0, 0, 1), acq(3, 3, 2), acq(4, 5, 1)]
+        );
         back.acknowledge(2, 0, 0, &[ACCEPT], &L).unwrap();
         assert_eq!(back.start_offset(), 3);
         let done = SharePartition::restore(5, &[b(0, 6, ARCHIVED, 1)], 10);

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::records::{self as rec, ClassicMetadata, CurrentValue, GroupEpochValue, Key, MemberValue};
+use super::records::{
+    self as rec, ClassicMetadata, CurrentValue, GroupEpochValue, Key, MemberValue,
+};
 use super::{Assignment, ConsumerGroup, Member};
 
 /// (key, value) pairs; a `None` value is a tombstone.

@@ -76,11 +76,8 @@ impl Logged {
             "generated".into()
         })
         .unwrap();
-        self.log.extend(changes(
-            "g",
-            self.written.then_some(&before),
-            &self.live,
-        ));
+        self.log
+            .extend(changes("g", self.written.then_some(&before), &self.live));
         self.written = true;
         out
     }
@@ -100,7 +97,10 @@ fn same(a: &ConsumerGroup, b: &ConsumerGroup) {
     assert_eq!(a.assignment_epoch, b.assignment_epoch);
     assert_eq!(format!("{:?}", a.members), format!("{:?}", b.members));
     let targets = |g: &ConsumerGroup| -> BTreeMap<String, Assignment> {
-        g.target.iter().map(|(k, v)| (k.clone(), strip(v))).collect()
+        g.target
+            .iter()
+            .map(|(k, v)| (k.clone(), strip(v)))
+            .collect()
     };
     assert_eq!(targets(a), targets(b));
 }
@@ -155,7 +155,12 @@ fn leaves_write_tombstones_and_a_static_leave_keeps_the_member() {
         .collect();
     assert_eq!(
         kinds[..4],
-        [(rec::CURRENT_ASSIGNMENT, false), (rec::TARGET_MEMBER, false), (rec::MEMBER, false), (rec::GROUP_EPOCH, true)]
+        [
+            (rec::CURRENT_ASSIGNMENT, false),
+            (rec::TARGET_MEMBER, false),
+            (rec::MEMBER, false),
+            (rec::GROUP_EPOCH, true)
+        ]
     );
     let mut leave = hb(&l.live, "b");
     leave.member_epoch = LEAVE_STATIC_EPOCH;

@@ -24,10 +24,28 @@ fn keys_are_kafkas() {
     let m = || "m".to_string();
     let cases = [
         (Key::GroupEpoch { group: g() }, "0003000167"),
-        (Key::Member { group: g(), member: m() }, "000500016700016d"),
+        (
+            Key::Member {
+                group: g(),
+                member: m(),
+            },
+            "000500016700016d",
+        ),
         (Key::TargetEpoch { group: g() }, "0006000167"),
-        (Key::TargetMember { group: g(), member: m() }, "000700016700016d"),
-        (Key::CurrentAssignment { group: g(), member: m() }, "000800016700016d"),
+        (
+            Key::TargetMember {
+                group: g(),
+                member: m(),
+            },
+            "000700016700016d",
+        ),
+        (
+            Key::CurrentAssignment {
+                group: g(),
+                member: m(),
+            },
+            "000800016700016d",
+        ),
     ];
     for (k, want) in cases {
         let b = encode_key(&k);
@@ -35,7 +53,10 @@ fn keys_are_kafkas() {
         assert_eq!(decode_key(b).unwrap(), Some(k));
     }
     // Offset commits and classic groups are not consumer group records.
-    assert_eq!(decode_key(Bytes::from_static(b"\x00\x02\x00\x01g")).unwrap(), None);
+    assert_eq!(
+        decode_key(Bytes::from_static(b"\x00\x02\x00\x01g")).unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -71,7 +92,10 @@ fn members_are_kafkas() {
         classic: None,
     };
     let b = encode_member(&v);
-    assert_eq!(hex(&b), "00000269000263032f68030261026200000493e008756e69666f726d00");
+    assert_eq!(
+        hex(&b),
+        "00000269000263032f68030261026200000493e008756e69666f726d00"
+    );
     assert_eq!(decode_member(b).unwrap(), v);
     let v = MemberValue {
         instance_id: None,

@@ -46,7 +46,6 @@ fn not_found(message: String) -> Error {
     }
 }
 
-
 /// Keeps the classic view (`state`, `protocol_type`) of a consumer group in line with it.
 pub(super) fn sync_state(g: &mut Group) {
     let Some(c) = &g.consumer else {
@@ -249,7 +248,12 @@ impl Coordinator {
         self.spawn_consumer_timer(cell, id.to_string(), seq);
     }
 
-    pub(super) fn spawn_consumer_timer(self: &Arc<Self>, cell: &Arc<GroupCell>, id: String, seq: u64) {
+    pub(super) fn spawn_consumer_timer(
+        self: &Arc<Self>,
+        cell: &Arc<GroupCell>,
+        id: String,
+        seq: u64,
+    ) {
         let (me, cell) = (self.clone(), cell.clone());
         tokio::spawn(async move {
             loop {

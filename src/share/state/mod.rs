@@ -164,7 +164,13 @@ impl ShareStates {
 
     /// Appends `v` for `key` to its partition and applies it once written (committed, in a
     /// cluster).
-    async fn append(&self, b: &Broker, key: &Key, at: (i32, Option<i32>), v: Value) -> Result<(), Refusal> {
+    async fn append(
+        &self,
+        b: &Broker,
+        key: &Key,
+        at: (i32, Option<i32>),
+        v: Value,
+    ) -> Result<(), Refusal> {
         let (k, value) = records::encode(key, &v);
         let mut buf = crate::group::store::encode_batch(&vec![(k, value)], now_ms(), None)
             .map_err(|e| {
@@ -244,7 +250,13 @@ impl ShareStates {
             return Ok(state);
         };
         self.append(&b, key, at, u).await?;
-        Ok(self.shard.lock().unwrap().get(key).cloned().unwrap_or(state))
+        Ok(self
+            .shard
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .unwrap_or(state))
     }
 
     /// ReadShareGroupStateSummary of one share partition.

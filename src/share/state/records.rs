@@ -317,7 +317,10 @@ mod tests {
         want.push(0); // no tagged fields
         assert_eq!(&v[..], &want[..]);
         assert_eq!(decode_key(&k).unwrap(), Some((SNAPSHOT, key())));
-        assert_eq!(decode_value(SNAPSHOT, Some(&v)).unwrap(), Value::Snapshot(s));
+        assert_eq!(
+            decode_value(SNAPSHOT, Some(&v)).unwrap(),
+            Value::Snapshot(s)
+        );
     }
 
     #[test]
@@ -337,7 +340,10 @@ mod tests {
         );
         let (k, v) = encode(&key(), &Value::Tombstone);
         assert_eq!(decode_key(&k).unwrap(), Some((SNAPSHOT, key())));
-        assert_eq!(decode_value(SNAPSHOT, v.as_deref()).unwrap(), Value::Tombstone);
+        assert_eq!(
+            decode_value(SNAPSHOT, v.as_deref()).unwrap(),
+            Value::Tombstone
+        );
     }
 
     #[test]

@@ -456,14 +456,14 @@ mod tests {
         let (_, up) = s.read(&k, 4).unwrap();
         s.apply(&k, up.unwrap());
         assert_eq!(s.read(&k, 4).unwrap().1, None);
-        assert_eq!(
-            s.read(&k, 3).unwrap_err().code,
-            E::FencedLeaderEpoch.code()
-        );
+        assert_eq!(s.read(&k, 3).unwrap_err().code, E::FencedLeaderEpoch.code());
         let t = s.delete(&k).unwrap().unwrap();
         s.apply(&k, t);
         assert!(s.summary(&k).is_err());
         let bad = ("g".to_string(), Uuid::nil(), 0);
-        assert_eq!(s.read(&bad, 0).unwrap_err().message, "Request topic id is null.");
+        assert_eq!(
+            s.read(&bad, 0).unwrap_err().message,
+            "Request topic id is null."
+        );
     }
 }
