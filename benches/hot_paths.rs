@@ -285,6 +285,7 @@ fn bench_request(c: &mut Criterion) {
         correlation_id: 7,
         client_id: None,
         peer: None,
+        principal: sluice::api::anonymous(),
     };
     let mut pr = PartitionProduceResponse::default();
     pr.base_offset = 12345;
@@ -364,6 +365,7 @@ fn bench_fetch(c: &mut Criterion) {
                 correlation_id: 7,
                 client_id: None,
                 peer: None,
+                principal: sluice::api::anonymous(),
             };
             g.bench_function(format!("encode_response/v{v}_{parts}p"), |b| {
                 b.iter(|| black_box(encode_response(&ctx, 0, 0, &topics, &[]).unwrap()))

@@ -3,7 +3,7 @@
 //! Module map (see docs/architecture.md): `net` (listeners, framing, response writing),
 //! `api` (one module per Kafka API key), `cluster` (controller, partitions, ISR), `log`
 //! (segment store, protocol-agnostic), `config`, `broker` (ties the owners together), `group` (consumer group coordinator and
-//! committed offsets).
+//! committed offsets), `security` (principals and sessions).
 
 pub mod alloc;
 pub mod api;
@@ -15,6 +15,7 @@ pub mod log;
 pub mod logging;
 pub mod net;
 pub mod producer;
+pub mod security;
 pub mod share;
 pub mod txn;
 

@@ -151,14 +151,15 @@ async fn run(config: BrokerConfig) -> i32 {
         .collect();
     broker.spawn_background();
     let mut tasks = Vec::new();
-    for l in listeners {
+    for (l, conf) in listeners.into_iter().zip(&broker.config.listeners) {
         let broker = broker.clone();
+        let name: std::sync::Arc<str> = std::sync::Arc::from(conf.name.as_str());
         tasks.push(tokio::spawn(async move {
             // A cluster node serves once it has caught up with the metadata log.
             if let Some(node) = broker.cluster.get() {
                 node.caught_up().await;
             }
-            server::accept_loop(l, broker).await
+            server::accept_loop(l, broker, name).await
         }));
     }
     let (adv_host, adv_port) = &broker.advertised;

@@ -97,6 +97,7 @@ pub fn unsupported_version(correlation_id: i32) -> Response {
         correlation_id,
         client_id: None,
         peer: None,
+        principal: super::anonymous(),
     };
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = ResponseError::UnsupportedVersion.code();

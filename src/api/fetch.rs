@@ -523,6 +523,7 @@ mod tests {
                 correlation_id: 12345,
                 client_id: None,
                 peer: None,
+                principal: crate::api::anonymous(),
             };
             let topics = vec![TopicOut {
                 name: "orders".into(),

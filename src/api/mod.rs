@@ -63,7 +63,7 @@ pub mod update_features;
 pub mod wire;
 pub mod write_txn_markers;
 
-// Consumer groups (issue 3).
+// Consumer groups.
 pub mod delete_groups;
 pub mod describe_groups;
 mod group_util;
@@ -88,6 +88,8 @@ pub struct RequestCtx {
     pub client_id: Option<String>,
     /// The client's address (None for synthetic requests).
     pub peer: Option<std::net::SocketAddr>,
+    /// Who sent the request (User:ANONYMOUS until a security protocol says otherwise).
+    pub principal: Arc<crate::security::Principal>,
 }
 
 impl RequestCtx {
@@ -124,12 +126,12 @@ pub static APIS: &[ApiSpec] = &[
     describe_cluster::SPEC,
     describe_topic_partitions::SPEC,
     list_config_resources::SPEC,
-    // issue 4: producer
+    // Producers.
     init_producer_id::SPEC,
     describe_producers::SPEC,
     describe_configs::SPEC,
     offset_for_leader_epoch::SPEC,
-    // Consumer groups (issue 3).
+    // Consumer groups.
     offset_commit::SPEC,
     offset_fetch::SPEC,
     join_group::SPEC,
@@ -266,6 +268,7 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
         correlation_id,
         client_id: header.client_id.map(|s| s.to_string()),
         peer: None,
+        principal: anonymous(),
     };
     Ok(Parsed::Request {
         spec,
@@ -312,16 +315,22 @@ impl FrameHead {
     }
 }
 
-/// Parses a frame and runs its handler (no client address: tests, fuzzing).
-pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
-    dispatch_from(broker, frame, None).await
+/// The principal of a request that came from no authenticated connection.
+pub fn anonymous() -> Arc<crate::security::Principal> {
+    Arc::new(crate::security::Principal::anonymous())
 }
 
-/// Parses a frame from the client at `peer` and runs its handler.
+/// Parses a frame and runs its handler (no client address: tests, fuzzing).
+pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
+    let session = crate::security::Session::anonymous(None, "PLAINTEXT");
+    dispatch_from(broker, frame, &session).await
+}
+
+/// Parses a frame from the connection whose security state is `session` and runs its handler.
 pub async fn dispatch_from(
     broker: &Arc<Broker>,
     frame: Bytes,
-    peer: Option<std::net::SocketAddr>,
+    session: &crate::security::Session,
 ) -> Result<Option<Response>> {
     match parse_frame(frame)? {
         Parsed::UnsupportedApiVersions { correlation_id } => {
@@ -332,7 +341,8 @@ pub async fn dispatch_from(
             mut ctx,
             body,
         } => {
-            ctx.peer = peer;
+            ctx.peer = session.peer;
+            ctx.principal = session.principal.clone();
             (spec.handle)(broker.clone(), ctx, body).await
         }
     }

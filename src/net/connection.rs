@@ -16,12 +16,14 @@ use tracing::{debug, warn};
 use super::response::{Chunk, Response};
 use crate::api;
 use crate::broker::Broker;
+use crate::security::Session;
 
 /// How many decoded-but-unanswered frames a connection may read ahead.
 const READ_AHEAD: usize = 64;
 
-pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
+pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
     let peer = stream.peer_addr().ok();
+    let session = Session::anonymous(peer, &listener);
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
@@ -30,7 +32,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>) {
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
         // A second handle on the frame (a reference count), for the log line if it fails.
-        match api::dispatch_from(&broker, frame.clone(), peer).await {
+        match api::dispatch_from(&broker, frame.clone(), &session).await {
             Ok(Some(resp)) => writer.queue(resp),
             Ok(None) => {}
             Err(e) => {

@@ -24,12 +24,16 @@ pub async fn bind_all(listeners: &[Listener]) -> Result<Vec<TcpListener>> {
     Ok(out)
 }
 
-/// Accepts connections until the task is dropped.
-pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>) {
+/// Accepts connections on the listener called `name` until the task is dropped.
+pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>, name: Arc<str>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                tokio::spawn(super::connection::serve(stream, broker.clone()));
+                tokio::spawn(super::connection::serve(
+                    stream,
+                    broker.clone(),
+                    name.clone(),
+                ));
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
