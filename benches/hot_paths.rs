@@ -286,6 +286,7 @@ fn bench_request(c: &mut Criterion) {
         client_id: None,
         peer: None,
         principal: sluice::api::anonymous(),
+        size: 0,
     };
     let mut pr = PartitionProduceResponse::default();
     pr.base_offset = 12345;
@@ -366,6 +367,7 @@ fn bench_fetch(c: &mut Criterion) {
                 client_id: None,
                 peer: None,
                 principal: sluice::api::anonymous(),
+                size: 0,
             };
             g.bench_function(format!("encode_response/v{v}_{parts}p"), |b| {
                 b.iter(|| black_box(encode_response(&ctx, 0, 0, &topics, &[]).unwrap()))

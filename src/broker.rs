@@ -34,6 +34,8 @@ pub struct Broker {
     pub cluster: OnceLock<Arc<ClusterNode>>,
     /// The log cleaner (compacted topics), its threads started by `spawn_background`.
     pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
+    /// The per-client quota rates (the quotas themselves are the controller's).
+    pub quotas: crate::quota::QuotaManager,
 }
 
 impl Broker {
@@ -57,6 +59,13 @@ impl Broker {
         }
         let clustered = config.cluster.is_some();
         let cleaner = controller.cleaner.clone();
+        let quotas = crate::quota::QuotaManager::new(
+            controller.client_quotas.clone(),
+            crate::quota::rate::RateConfig {
+                samples: config.quota_window_num,
+                window_ms: config.quota_window_size_seconds * 1000,
+            },
+        );
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
             let share_states = Arc::new(crate::share::state::ShareStates::new(
@@ -80,6 +89,7 @@ impl Broker {
                 peers: Default::default(),
                 cluster: OnceLock::new(),
                 cleaner,
+                quotas,
             }
         });
         let me = Arc::downgrade(&broker);

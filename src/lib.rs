@@ -15,6 +15,7 @@ pub mod log;
 pub mod logging;
 pub mod net;
 pub mod producer;
+pub mod quota;
 pub mod security;
 pub mod share;
 pub mod txn;

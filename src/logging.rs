@@ -34,6 +34,8 @@ pub const LOGGERS: &[&str] = &[
     "sluice::logging",
     "sluice::net",
     "sluice::producer",
+    "sluice::quota",
+    "sluice::security",
     "sluice::share",
     "sluice::txn",
 ];

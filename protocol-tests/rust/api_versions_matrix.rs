@@ -336,6 +336,31 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
         ApiKey::DescribeCluster => {
             built::<_, DescribeClusterResponse>(DescribeClusterRequest::default())
         }
+        ApiKey::DescribeClientQuotas => {
+            // No filter, not strict: every configured quota (none).
+            built::<_, kafka_protocol::messages::DescribeClientQuotasResponse>(
+                kafka_protocol::messages::DescribeClientQuotasRequest::default(),
+            )
+        }
+        ApiKey::AlterClientQuotas => {
+            // A client id's produce quota, validate_only: checked and not applied.
+            use kafka_protocol::messages::alter_client_quotas_request::{
+                EntityData, EntryData, OpData,
+            };
+            let mut e = EntityData::default();
+            e.entity_type = s("client-id");
+            e.entity_name = Some(s("matrix"));
+            let mut op = OpData::default();
+            op.key = s("producer_byte_rate");
+            op.value = 1048576.0;
+            let mut entry = EntryData::default();
+            entry.entity = vec![e];
+            entry.ops = vec![op];
+            let mut r = kafka_protocol::messages::AlterClientQuotasRequest::default();
+            r.entries = vec![entry];
+            r.validate_only = true;
+            built::<_, kafka_protocol::messages::AlterClientQuotasResponse>(r)
+        }
         ApiKey::UnregisterBroker => {
             // An id no broker has: BROKER_ID_NOT_REGISTERED.
             let mut r = UnregisterBrokerRequest::default();

@@ -326,7 +326,11 @@ impl InProcess {
                 .unwrap();
             let broker = sluice::broker::Broker::open(config, None).unwrap();
             for l in listeners {
-                tokio::spawn(sluice::net::server::accept_loop(l, broker.clone()));
+                tokio::spawn(sluice::net::server::accept_loop(
+                    l,
+                    broker.clone(),
+                    "PLAINTEXT".into(),
+                ));
             }
             broker
         });

@@ -98,6 +98,7 @@ pub fn unsupported_version(correlation_id: i32) -> Response {
         client_id: None,
         peer: None,
         principal: super::anonymous(),
+        size: 0,
     };
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = ResponseError::UnsupportedVersion.code();

@@ -93,13 +93,24 @@ pub fn encode_response(
     topics: &[TopicOut],
     endpoints: &[NodeEndpoint],
 ) -> anyhow::Result<Response> {
+    encode(ctx, 0, error_code, session_id, topics, endpoints)
+}
+
+fn encode(
+    ctx: &RequestCtx,
+    throttle_ms: i32,
+    error_code: i16,
+    session_id: i32,
+    topics: &[TopicOut],
+    endpoints: &[NodeEndpoint],
+) -> anyhow::Result<Response> {
     let v = ctx.version;
     let flex = v >= 12;
     let mut f = FrameBuf::new();
     super::write_header(ctx, f.buf())?;
     {
         let buf = f.buf();
-        buf.put_i32(0); // throttle_time_ms
+        buf.put_i32(throttle_ms);
         if v >= 7 {
             buf.put_i16(error_code);
             buf.put_i32(session_id);
@@ -355,7 +366,23 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 topics[w.topic].partitions.push(out);
             }
             let endpoints = add_leader_hints(&b, &mut topics, v);
-            return Ok(Some(encode_response(&ctx, 0, 0, &topics, &endpoints)?));
+            let resp = encode_response(&ctx, 0, 0, &topics, &endpoints)?;
+            // A consumer over its byte-rate quota gets an empty answer with the throttle
+            // time (the bytes it would have had are not counted), as Kafka's; followers
+            // are not under client quotas.
+            if replica.is_none() {
+                let kind = crate::quota::QuotaKind::Fetch;
+                let throttle = ctx.quota(&b, kind, resp.len());
+                if throttle > 0 {
+                    let client = ctx.client_id.as_deref().unwrap_or("");
+                    b.quotas
+                        .unrecord(kind, &ctx.principal.name, client, resp.len() as f64);
+                    let mut empty = encode(&ctx, throttle as i32, 0, 0, &[], &[])?;
+                    empty.mute = Duration::from_millis(throttle);
+                    return Ok(Some(empty));
+                }
+            }
+            return Ok(Some(resp));
         }
         let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;
     }
@@ -524,6 +551,7 @@ mod tests {
                 client_id: None,
                 peer: None,
                 principal: crate::api::anonymous(),
+                size: 0,
             };
             let topics = vec![TopicOut {
                 name: "orders".into(),

@@ -18,6 +18,7 @@ use crate::net::response::{FrameBuf, Response};
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod add_raft_voter;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
@@ -29,6 +30,7 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
@@ -90,9 +92,18 @@ pub struct RequestCtx {
     pub peer: Option<std::net::SocketAddr>,
     /// Who sent the request (User:ANONYMOUS until a security protocol says otherwise).
     pub principal: Arc<crate::security::Principal>,
+    /// The request's size in bytes, header included (what produce quotas count).
+    pub size: usize,
 }
 
 impl RequestCtx {
+    /// Records `value` against the client's quota of `kind`; the throttle time in ms.
+    pub fn quota(&self, b: &Broker, kind: crate::quota::QuotaKind, value: usize) -> u64 {
+        let client = self.client_id.as_deref().unwrap_or("");
+        b.quotas
+            .record(kind, &self.principal.name, client, value as f64)
+    }
+
     /// The client host as Kafka reports it (`InetAddress.toString`: "/127.0.0.1").
     pub fn client_host(&self) -> String {
         self.peer
@@ -157,6 +168,8 @@ pub static APIS: &[ApiSpec] = &[
     remove_raft_voter::SPEC,
     update_features::SPEC,
     unregister_broker::SPEC,
+    describe_client_quotas::SPEC,
+    alter_client_quotas::SPEC,
     // Transactions.
     add_partitions_to_txn::SPEC,
     add_offsets_to_txn::SPEC,
@@ -235,6 +248,7 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
             frame.len()
         );
     }
+    let size = frame.len();
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -269,6 +283,7 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
         client_id: header.client_id.map(|s| s.to_string()),
         peer: None,
         principal: anonymous(),
+        size,
     };
     Ok(Parsed::Request {
         spec,

@@ -236,14 +236,22 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
         resp.responses.push(tr);
     }
+    let throttle = ctx.quota(&b, crate::quota::QuotaKind::Produce, ctx.size);
     if acks == 0 {
+        // No answer to carry the throttle time: this request holds the connection instead.
+        tokio::time::sleep(Duration::from_millis(throttle)).await;
         return Ok(None);
     }
     wait_for_acks(&mut resp, pending, req.timeout_ms).await;
     if v >= 10 {
         add_leader_hints(&b, &mut resp);
     }
-    super::respond(&ctx, &resp)
+    resp.throttle_time_ms = throttle as i32;
+    let mut out = super::respond(&ctx, &resp)?;
+    if let Some(r) = &mut out {
+        r.mute = Duration::from_millis(throttle);
+    }
+    Ok(out)
 }
 
 /// A compacted topic refuses records without a key (Kafka's `LogValidator.validateKey`):

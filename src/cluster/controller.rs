@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+mod client_quotas;
 mod feature_levels;
 mod group_configs;
 mod meta_files;
@@ -118,6 +119,9 @@ pub struct Controller {
     /// The dynamic group configs (one node: persisted in `sluice-metadata`; a cluster: the
     /// image's, installed at each reconcile).
     pub group_configs: Arc<GroupConfigs>,
+    /// The client quotas (one node: persisted in `sluice-metadata`; a cluster: the image's,
+    /// installed at each reconcile).
+    pub client_quotas: Arc<crate::quota::ClientQuotas>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -204,6 +208,7 @@ impl Controller {
             features: RwLock::new(FeatureLevels::default()),
             cleaner: Arc::new(LogCleaner::open(&config)),
             group_configs: Arc::default(),
+            client_quotas: Arc::default(),
         };
         let (stored, dynamic, features, groups) = if config.cluster.is_some() {
             (

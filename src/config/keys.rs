@@ -219,6 +219,8 @@ pub const ACTED: &[&str] = &[
     "process.roles",
     "producer.id.expiration.check.interval.ms",
     "producer.id.expiration.ms",
+    "quota.window.num",
+    "quota.window.size.seconds",
     "replica.fetch.backoff.ms",
     "replica.fetch.max.bytes",
     "replica.fetch.min.bytes",

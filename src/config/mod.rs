@@ -90,6 +90,9 @@ pub struct BrokerConfig {
     /// answer holds.
     pub max_request_partition_size_limit: i32,
     pub socket_request_max_bytes: usize,
+    /// `quota.window.num` and `quota.window.size.seconds`: the client quotas' rate windows.
+    pub quota_window_num: usize,
+    pub quota_window_size_seconds: u64,
     pub min_insync_replicas: i32,
     pub offsets_topic_num_partitions: i32,
     pub group_initial_rebalance_delay_ms: u64,
@@ -547,6 +550,8 @@ impl BrokerConfig {
             max_request_partition_size_limit: p
                 .num_at_least("max.request.partition.size.limit", 1)?,
             socket_request_max_bytes: p.num_at_least("socket.request.max.bytes", 1)?,
+            quota_window_num: p.num_at_least("quota.window.num", 1)?,
+            quota_window_size_seconds: p.num_at_least("quota.window.size.seconds", 1)?,
             min_insync_replicas: p.num_at_least("min.insync.replicas", 1)?,
             offsets_topic_num_partitions: p.num_at_least("offsets.topic.num.partitions", 1)?,
             group_initial_rebalance_delay_ms: p.num("group.initial.rebalance.delay.ms")?,

@@ -32,8 +32,12 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
         // A second handle on the frame (a reference count), for the log line if it fails.
+        let mut mute = std::time::Duration::ZERO;
         match api::dispatch_from(&broker, frame.clone(), &session).await {
-            Ok(Some(resp)) => writer.queue(resp),
+            Ok(Some(resp)) => {
+                mute = resp.mute;
+                writer.queue(resp)
+            }
             Ok(None) => {}
             Err(e) => {
                 // The connection ends here, so this is its only such line; the frames read
@@ -59,6 +63,10 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
             debug!(?peer, "write failed: {e}");
             reader.abort();
             return;
+        }
+        // A throttled client: its next request waits (the reader still reads ahead).
+        if !mute.is_zero() {
+            tokio::time::sleep(mute).await;
         }
     }
     // The reader has stopped: end of stream, a read error, or a frame it would not read.

@@ -36,6 +36,9 @@ impl Chunk {
 #[derive(Debug, Default)]
 pub struct Response {
     pub chunks: Vec<Chunk>,
+    /// How long the connection reads no further request once this one is written: a quota's
+    /// throttle time (Kafka mutes the client's channel for it).
+    pub mute: std::time::Duration,
 }
 
 impl Response {
@@ -65,6 +68,7 @@ impl Response {
     pub fn from_frame(frame: Bytes) -> Response {
         Response {
             chunks: vec![Chunk::Bytes(frame)],
+            mute: std::time::Duration::ZERO,
         }
     }
 
@@ -144,6 +148,7 @@ impl FrameBuf {
         }
         Response {
             chunks: self.chunks,
+            mute: std::time::Duration::ZERO,
         }
     }
 }

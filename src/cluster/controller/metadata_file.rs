@@ -1,6 +1,6 @@
 //! `sluice-metadata` on one node: every topic (name, id, partition count, its configs), the
-//! dynamic broker configs, the feature levels UpdateFeatures set and the dynamic group
-//! configs, one record a line, tab-separated; rewritten whole beside the old file and renamed
+//! dynamic broker configs, the feature levels UpdateFeatures set, the dynamic group
+//! configs and the client quotas, one record a line, tab-separated; rewritten whole beside the old file and renamed
 //! into place at each change, so a crash leaves the old or the new one.
 
 use std::collections::BTreeMap;
@@ -27,7 +27,9 @@ impl Controller {
     /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines, the feature levels
     /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`,
     /// the group configs as `group-config <TAB> group <TAB> key <TAB> value` (group and value
-    /// escaped: [`escape`]).
+    /// escaped: [`escape`]). The client quotas, `client-quota <TAB> entity <TAB> key <TAB>
+    /// value` ([`QuotaEntity::to_field`](crate::quota::QuotaEntity::to_field)), go straight
+    /// to [`Controller::client_quotas`].
     #[allow(clippy::type_complexity)]
     pub(super) fn read_metadata_file(
         &self,
@@ -41,6 +43,8 @@ impl Controller {
         let mut dynamic = DynamicConfigs::default();
         let mut features = FeatureLevels::default();
         let mut groups = GroupMap::new();
+        let mut quotas: BTreeMap<crate::quota::QuotaEntity, BTreeMap<String, f64>> =
+            BTreeMap::new();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -95,10 +99,20 @@ impl Controller {
                         .or_default()
                         .insert(key.to_string(), unescape(value).with_context(bad)?);
                 }
+                ["client-quota", entity, key, value] => {
+                    let bad = || format!("{}:{}: bad client quota", path.display(), n + 1);
+                    let entity = crate::quota::QuotaEntity::from_field(entity).with_context(bad)?;
+                    let value: f64 = value.parse().ok().with_context(bad)?;
+                    quotas
+                        .entry(entity)
+                        .or_default()
+                        .insert(key.to_string(), value);
+                }
                 [""] => {}
                 _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
             }
         }
+        self.client_quotas.replace_all(quotas);
         Ok((out, dynamic, features, groups))
     }
 
@@ -143,6 +157,11 @@ impl Controller {
                     escape(&group),
                     escape(&v)
                 ));
+            }
+        }
+        for (entity, set) in self.client_quotas.all() {
+            for (k, v) in set {
+                text.push_str(&format!("client-quota\t{}\t{k}\t{v}\n", entity.to_field()));
             }
         }
         write_atomically(&self.metadata_path(), text.as_bytes())

@@ -112,6 +112,9 @@ pub enum ConfigResource {
     Features,
     /// A group's dynamic configs (config resource type GROUP).
     Group(String),
+    /// The quotas of a client quota entity: (entity type, name; `None` is the default
+    /// entity), sorted by type; the values are the quotas as decimal numbers.
+    ClientQuota(Vec<(String, Option<String>)>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

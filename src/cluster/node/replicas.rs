@@ -78,6 +78,22 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
     if ctl.group_configs.replace_all(groups) {
         info!("group configs changed");
     }
+    let quotas = img
+        .configs
+        .iter()
+        .filter_map(|(r, set)| match r {
+            ConfigResource::ClientQuota(e) => Some((
+                crate::quota::QuotaEntity(e.iter().cloned().collect()),
+                set.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.parse::<f64>().ok()?)))
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    if ctl.client_quotas.replace_all(quotas) {
+        info!("client quotas changed");
+    }
     let defaults = if ctl.defaults().dynamic == dynamic {
         ctl.defaults()
     } else {

@@ -56,6 +56,9 @@ pub enum ControllerRequest {
     /// Dynamic group config changes: (group, name, value; `None` deletes), validated by the
     /// broker that took the request.
     AlterGroupConfigs(Vec<(String, String, Option<String>)>),
+    /// Client quota changes: (entity as (type, name) pairs, quota key, value as a decimal
+    /// number; `None` deletes), validated by the broker that took the request.
+    AlterClientQuotas(Vec<ClientQuotaChange>),
     /// AddRaftVoter / RemoveRaftVoter: a change to the quorum's voters, carried out by the
     /// Raft leader within `timeout_ms`.
     ChangeVoters {
@@ -63,6 +66,9 @@ pub enum ControllerRequest {
         timeout_ms: u64,
     },
 }
+
+/// (entity as (type, name) pairs, quota key, value; `None` deletes)
+pub type ClientQuotaChange = (Vec<(String, Option<String>)>, String, Option<String>);
 
 /// (topic, new total count, manual assignments of the new partitions)
 pub type NewPartitions = (String, i32, Option<Vec<Vec<i32>>>);

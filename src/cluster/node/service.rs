@@ -292,6 +292,21 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::AlterClientQuotas(items) => ControllerReply::Done(
+                self.decide(|_, img, _| {
+                    each(img, &items, |_, (entity, name, value)| {
+                        Ok((
+                            vec![MetadataRecord::Config {
+                                resource: ConfigResource::ClientQuota(entity.clone()),
+                                name: name.clone(),
+                                value: value.clone(),
+                            }],
+                            (),
+                        ))
+                    })
+                })
+                .await?,
+            ),
             ControllerRequest::UnregisterBroker(id) => ControllerReply::Done(vec![
                 self.decide(|active, img, _| match active.unregister(img, id) {
                     Ok((records, ())) => (records, Ok(())),
