@@ -325,8 +325,14 @@ impl InProcess {
                 .await
                 .unwrap();
             let broker = sluice::broker::Broker::open(config, None).unwrap();
-            for l in listeners {
-                tokio::spawn(sluice::net::server::accept_loop(l, broker.clone()));
+            for (l, conf) in listeners.into_iter().zip(&broker.config.listeners) {
+                let name = std::sync::Arc::from(conf.name.as_str());
+                tokio::spawn(sluice::net::server::accept_loop(
+                    l,
+                    broker.clone(),
+                    name,
+                    None,
+                ));
             }
             broker
         });

@@ -103,6 +103,12 @@ where
             client = %addr(peer),
             "closing connection: request not served: {e}"
         ),
+        // Undecodable transport data (a TLS record that does not decrypt): the client's fault,
+        // worth one line. Plain TCP reads never fail this way.
+        Ok(Err(FrameError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => warn!(
+            client = %addr(peer),
+            "closing connection: {e}"
+        ),
         Ok(Err(e)) => debug!(?peer, "closing connection: {e}"),
         Ok(Ok(())) | Err(_) => {}
     }

@@ -410,7 +410,41 @@ fn inline_pem(v: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::inline_pem;
+    use super::{inline_pem, private_key};
+
+    /// A throwaway P-256 key, and the same key as openssl's `pkcs8 -topk8 -v2 aes-256-cbc`
+    /// writes it with the password "test-pass" (PBES2: PBKDF2-HMAC-SHA256, AES-256-CBC).
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgqZUQBYTNR4N/y58D
+JmmEXSPaMtNCGJuXGFJR0Y4j7/2hRANCAATPvL07BQcp7XKH16PzYGqx58ukgTA1
+7H+Uq9Br6dbM1oYDA7FwgOrGmgTTHSj32ljYW++ZaHPTU6o4B/g2X60W
+-----END PRIVATE KEY-----
+";
+    const ENCRYPTED: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----
+MIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAgrGmroIO1fDwICCAAw
+DAYIKoZIhvcNAgkFADAdBglghkgBZQMEASoEEBJU25gdf/nvOg7+jo3st0gEgZDR
+uVtmyeB3HQHMkTL/WbPo/Cj3oK7+IJmtk05XfX/IgPQiWfnum80FGacZZOmn/Aq1
+nt1wyxpGA/qsiI/m1ADRdko/KcGLw1U9A0/qJlW5rq2yyuF5z1by97aBaAdOL1jJ
+1S9ZhdbX6qFgxDb8c58S3ztLg/gZqJEsw447dWVj5CqYlMPLhx7mxMe0erkqvJ8=
+-----END ENCRYPTED PRIVATE KEY-----
+";
+
+    #[test]
+    fn encrypted_pkcs8_keys_decrypt_with_the_key_password() {
+        let plain = private_key(KEY.as_bytes(), None, "ssl.key.password").unwrap();
+        let decrypted =
+            private_key(ENCRYPTED.as_bytes(), Some("test-pass"), "ssl.key.password").unwrap();
+        assert_eq!(plain.secret_der(), decrypted.secret_der());
+        let e = private_key(ENCRYPTED.as_bytes(), None, "ssl.key.password").unwrap_err();
+        assert!(e.contains("encrypted: ssl.key.password is not set"), "{e}");
+        let e = private_key(ENCRYPTED.as_bytes(), Some("nope"), "x.ssl.key.password").unwrap_err();
+        assert!(
+            e.contains("cannot decrypt the private key with x.ssl.key.password"),
+            "{e}"
+        );
+        let e = private_key(b"no key here", None, "ssl.key.password").unwrap_err();
+        assert!(e.contains("no private key"), "{e}");
+    }
 
     #[test]
     fn inline_pem_gets_its_line_breaks_back() {
