@@ -103,6 +103,11 @@ async fn run(config: BrokerConfig) -> i32 {
     // SIGTERM and SIGINT are caught from the start: one that arrives while the broker starts
     // is answered by a clean shutdown once it has started.
     let mut signals = Signals::install();
+    // Keys and certificates are read before anything else: a bad one stops start-up at once.
+    let tls = match server::tls_for(&config) {
+        Ok(t) => t,
+        Err(e) => fail(&format!("{e:#}")),
+    };
     // Bind first: a port in use is reported before any data is touched.
     let listeners = match server::bind_all(&config.listeners).await {
         Ok(l) => l,
@@ -151,7 +156,7 @@ async fn run(config: BrokerConfig) -> i32 {
         .collect();
     broker.spawn_background();
     let mut tasks = Vec::new();
-    for (l, conf) in listeners.into_iter().zip(&broker.config.listeners) {
+    for ((l, conf), tls) in listeners.into_iter().zip(&broker.config.listeners).zip(tls) {
         let broker = broker.clone();
         let name: std::sync::Arc<str> = std::sync::Arc::from(conf.name.as_str());
         tasks.push(tokio::spawn(async move {
@@ -159,7 +164,7 @@ async fn run(config: BrokerConfig) -> i32 {
             if let Some(node) = broker.cluster.get() {
                 node.caught_up().await;
             }
-            server::accept_loop(l, broker, name).await
+            server::accept_loop(l, broker, name, tls).await
         }));
     }
     let (adv_host, adv_port) = &broker.advertised;

@@ -325,11 +325,13 @@ impl InProcess {
                 .await
                 .unwrap();
             let broker = sluice::broker::Broker::open(config, None).unwrap();
-            for l in listeners {
+            for (l, conf) in listeners.into_iter().zip(&broker.config.listeners) {
+                let name = std::sync::Arc::from(conf.name.as_str());
                 tokio::spawn(sluice::net::server::accept_loop(
                     l,
                     broker.clone(),
-                    "PLAINTEXT".into(),
+                    name,
+                    None,
                 ));
             }
             broker

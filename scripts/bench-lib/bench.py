@@ -17,6 +17,7 @@ import platform
 import shutil
 import signal
 import statistics
+import ssl
 import subprocess
 import sys
 import threading
@@ -154,6 +155,8 @@ class Broker:
         self.bindir = os.path.join(work, "bin")
         self.sluice_bin, self.kafka_libs = sluice_bin, kafka_libs
         self.pid = None
+        # Extra settings (the TLS phase's SSL listener), appended to the common ones.
+        self.extra = []
         os.makedirs(self.bindir, exist_ok=True)
         # Wrappers that note the wall-clock time right before the broker process is exec'd,
         # so start-up time is measured from process start (not from broker-ctl's own checks,
@@ -179,7 +182,8 @@ class Broker:
             "BROKER_DATA": self.data,
             "BROKER_LOG": os.path.join(self.work, f"broker-{self.kind}.log"),
             "BROKER_PIDFILE": os.path.join(self.work, f"broker-{self.kind}.pid"),
-            "BROKER_OVERRIDES": " ".join(f"{k}={v}" for k, v in COMMON_SETTINGS.items()),
+            "BROKER_OVERRIDES": " ".join([f"{k}={v}" for k, v in COMMON_SETTINGS.items()]
+                                         + self.extra),
             "SLUICE_BIN": os.path.join(self.bindir, "sluice"),
             "KAFKA_LIBS": self.kafka_libs,
             "KAFKA_HEAP_OPTS": KAFKA_HEAP,
@@ -341,6 +345,8 @@ class Bench:
 
     def native(self, *args, timeout=240):
         cmd = [self.loadgen, "-brokers", f"127.0.0.1:{self.port}", "-timeout", "200s", *args]
+        if kwire.tls_context is not None:
+            cmd += ["-tls-ca", self.tls_ca]
         rc, out, err, wall, cpu = run_client(cmd, timeout=timeout)
         res = {"client": "native", "client_cpu_s": cpu, "client_wall_s": wall}
         try:
@@ -462,7 +468,7 @@ class Bench:
             self.connections(rep, kind, b)
         self.record(rep, kind, "end", rss_mb=b.rss() / 2**20, fds=proc_fds(b.pid))
 
-    def consume(self, rep, kind, b, topic, size, count):
+    def consume(self, rep, kind, b, topic, size, count, name=None):
         def go():
             tot = {"records": 0, "bytes": 0, "seconds": 0.0, "client_cpu_s": 0.0}
             for _ in range(self.consume_passes):
@@ -478,7 +484,47 @@ class Bench:
         r = self.measure(b, go)
         if r.get("broker_cpu_s") is not None and r.get("bytes"):
             r["broker_cpu_s_per_gib"] = r["broker_cpu_s"] / (r["bytes"] / 2**30)
-        self.record(rep, kind, f"consume-native-{size}", **r)
+        self.record(rep, kind, name or f"consume-native-{size}", **r)
+
+    def tls_phase(self, rep, kind):
+        """The broker restarted with one SSL listener (protocol-tests/tls/make-certs' PEM
+        keystore, no client authentication), a 1 KiB topic written over TLS, then consumed
+        from the beginning over TLS: consume-tls-1024, to set against consume-native-1024
+        (the same over PLAINTEXT, where Sluice uses sendfile)."""
+        b = self.brokers[kind]
+        pki = os.path.join(self.work, "pki")
+        if not os.path.exists(os.path.join(pki, "broker.pem")):
+            subprocess.run([os.path.join(ROOT, "protocol-tests", "tls", "make-certs"), pki],
+                           check=True, capture_output=True)
+        self.tls_ca = os.path.join(pki, "ca.pem")
+        addr = f"127.0.0.1:{self.port}"
+        # The truststore is for Kafka's own inter-broker client, which it checks at start-up.
+        b.extra = ["ssl.keystore.type=PEM", f"ssl.keystore.location={pki}/broker.pem",
+                   "ssl.truststore.type=PEM", f"ssl.truststore.location={self.tls_ca}",
+                   f"advertised.listeners=SSL://{addr}"]
+        if kind == "kafka":
+            b.extra += [f"listeners=SSL://{addr},CONTROLLER://127.0.0.1:{self.port + 1}",
+                        "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT",
+                        "inter.broker.listener.name=SSL"]
+        else:
+            b.extra += [f"listeners=SSL://{addr}"]
+        kwire.tls_context = ssl.create_default_context(cafile=self.tls_ca)
+        log(f"rep {rep}: starting {kind} with an SSL listener (load average {loadavg()})")
+        try:
+            b.start()
+            time.sleep(2.0)
+            topic, count = "tls-1024", self.n_native[1024]
+            self.create(topic)
+            r = self.native("-mode", "produce", "-topic", topic, "-size", "1024", "-count",
+                            str(count), "-acks", "1")
+            if "error" in r:
+                self.record(rep, kind, "consume-tls-1024", error="produce: " + r["error"])
+                return
+            self.consume(rep, kind, b, topic, 1024, count, name="consume-tls-1024")
+        finally:
+            kwire.tls_context = None
+            b.extra = []
+            b.stop()
 
     def consume_java(self, rep, kind, b):
         """Kafka's ConsumerPerformance (1 KiB topic). It needs consumer groups: run on Sluice
@@ -592,7 +638,11 @@ class Bench:
             for kind in (order if rep % 2 == 1 else order[::-1]):
                 if self.a.broker and kind != self.a.broker:
                     continue
-                self.phase(rep, kind)
+                only = [x for x in self.a.only.split(",") if x]
+                if not only or any("consume-tls" not in x for x in only):
+                    self.phase(rep, kind)
+                if not only or any(x in "consume-tls-1024" for x in only):
+                    self.tls_phase(rep, kind)
         self.elapsed = time.monotonic() - t0
         log(f"done in {self.elapsed:.0f} s")
 

@@ -57,9 +57,16 @@ class Reader:
         return s
 
 
+# When set (an ssl.SSLContext), connect() speaks TLS: the bench's TLS phase sets it while
+# its brokers listen on SSL only.
+tls_context = None
+
+
 def connect(port, timeout=5.0):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls_context is not None:
+        s = tls_context.wrap_socket(s, server_hostname="localhost")
     return s
 
 

@@ -178,6 +178,7 @@ def tables(res):
     for w in res.workloads("consume-"):
         label = w.replace("consume-native-", "native ").replace("consume-java-",
                                                                  "ConsumerPerformance ")
+        label = label.replace("consume-tls-", "native over TLS ")
         for size in SIZES:
             label = label.replace(f" {size}", f" {SIZE_NAME[size]}")
         sk, ss = saturation(res, w)

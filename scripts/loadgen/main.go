@@ -19,6 +19,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -66,6 +68,7 @@ func main() {
 		ackLog    = flag.String("ack-log", "", "write each delivery's Unix time in µs and outcome to this file (produce)")
 		backoff   = flag.Duration("retry-backoff", 0, "a fixed wait between retries (0: the client's default, jittered and growing)")
 		metaAge   = flag.Duration("metadata-min-age", 0, "the least time between metadata refreshes (0: the client's default, 5s)")
+		tlsCA     = flag.String("tls-ca", "", "connect over TLS, trusting the CA certificates in this PEM file")
 	)
 	flag.Parse()
 	if *topic == "" {
@@ -78,6 +81,17 @@ func main() {
 	}
 	if *metaAge > 0 {
 		opts = append(opts, kgo.MetadataMinAge(*metaAge))
+	}
+	if *tlsCA != "" {
+		pem, err := os.ReadFile(*tlsCA)
+		if err != nil {
+			fail("-tls-ca: " + err.Error())
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			fail("-tls-ca: no certificate in " + *tlsCA)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: roots, ServerName: "localhost"}))
 	}
 	if *backoff > 0 {
 		d := *backoff

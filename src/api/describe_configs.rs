@@ -197,7 +197,7 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
                 source,
                 config_type: config_type::STRING,
                 read_only: !dynamic::is_dynamic(k),
-                sensitive: !dynamic::is_known(k),
+                sensitive: !dynamic::is_known(k) || keys::is_password(k),
                 synonyms,
                 source_id: None,
                 doc: None,

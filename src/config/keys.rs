@@ -230,6 +230,19 @@ pub const ACTED: &[&str] = &[
     "replica.lag.time.max.ms",
     "replica.selector.class",
     "socket.request.max.bytes",
+    "ssl.cipher.suites",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.principal.mapping.rules",
+    "ssl.protocol",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.max.timeout.ms",
     "transaction.partition.verification.enable",
@@ -287,8 +300,8 @@ impl Asks {
 }
 
 /// Features Sluice does not have yet, as the keys that ask for them: the one list to shorten
-/// as features arrive. Listeners whose security protocol is SSL, SASL_PLAINTEXT or SASL_SSL
-/// (and so the ssl.* / sasl.* settings they would use) are refused where listeners are parsed
+/// as features arrive. Listeners whose security protocol is SASL_PLAINTEXT or
+/// SASL_SSL (and so the sasl.* settings they would use) are refused where listeners are parsed
 /// ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
     (
@@ -313,8 +326,9 @@ pub const NOT_YET: &[(&str, Asks, &str)] = &[
     ),
 ];
 
-/// Security protocols Sluice cannot serve yet (a listener using one stops start-up).
-pub const SECURE_PROTOCOLS: &[&str] = &["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+/// Security protocols Sluice cannot serve yet (a listener using one stops start-up). SSL is
+/// served (`net::tls`); SASL_SSL would run SASL over that same TLS transport.
+pub const SECURE_PROTOCOLS: &[&str] = &["SASL_PLAINTEXT", "SASL_SSL"];
 
 /// Why a second listener is refused: each Kafka listener answers Metadata with its own
 /// advertised address, which needs the listener carried with every request.
@@ -356,8 +370,32 @@ pub fn lookup(key: &str, listener_names: &[String]) -> Option<(&'static KafkaKey
         let (_mechanism, p) = prop.split_once('.')?;
         keys.get(p).filter(|k| k.name.starts_with("sasl."))
     })?;
-    // Per-listener settings only tune what a listener does; none of them is acted on.
-    Some((k, Treatment::NoEffect))
+    // A listener's own ssl.* settings are acted on as the plain ones are (`net::tls`); the
+    // other per-listener settings only tune what a listener does and are not.
+    let t = if k.name.starts_with("ssl.") && ACTED.contains(&k.name) {
+        Treatment::Acted
+    } else {
+        Treatment::NoEffect
+    };
+    Some((k, t))
+}
+
+/// True for the keys whose values Kafka keeps secret (type PASSWORD), prefixed or not:
+/// DescribeConfigs shows them as sensitive, without their value.
+pub fn is_password(key: &str) -> bool {
+    let password = |k: &str| {
+        kafka_keys()
+            .get(k)
+            .is_some_and(|k| k.ty == KafkaType::Password)
+    };
+    let Some(rest) = key.strip_prefix("listener.name.") else {
+        return password(key);
+    };
+    let Some((_, prop)) = rest.split_once('.') else {
+        return false;
+    };
+    // `listener.name.<l>.<mechanism>.sasl.jaas.config` puts a mechanism before the property.
+    password(prop) || prop.split_once('.').is_some_and(|(_, p)| password(p))
 }
 
 /// The default Sluice uses for `key`: its own where [`SLUICE_DEFAULTS`] has one, else Kafka's.
@@ -415,12 +453,26 @@ mod tests {
     fn listener_prefixed_keys() {
         let names = vec!["PLAINTEXT".to_string()];
         let (k, t) = lookup("listener.name.plaintext.ssl.keystore.type", &names).unwrap();
-        assert_eq!((k.name, t), ("ssl.keystore.type", Treatment::NoEffect));
+        assert_eq!((k.name, t), ("ssl.keystore.type", Treatment::Acted));
+        let (k, t) = lookup("listener.name.plaintext.ssl.keymanager.algorithm", &names).unwrap();
+        assert_eq!(
+            (k.name, t),
+            ("ssl.keymanager.algorithm", Treatment::NoEffect)
+        );
         let (k, _) = lookup("listener.name.plaintext.plain.sasl.jaas.config", &names).unwrap();
         assert_eq!(k.name, "sasl.jaas.config");
         assert!(lookup("listener.name.other.ssl.keystore.type", &names).is_none());
         assert!(lookup("listener.name.plaintext.no.such", &names).is_none());
         assert!(lookup("zookeeper.connect", &names).is_none());
+    }
+
+    #[test]
+    fn password_keys_are_known_prefixed_or_not() {
+        assert!(is_password("ssl.key.password"));
+        assert!(is_password("listener.name.ssl.ssl.keystore.key"));
+        assert!(is_password("listener.name.sasl_ssl.plain.sasl.jaas.config"));
+        assert!(!is_password("ssl.keystore.location"));
+        assert!(!is_password("listener.name.ssl.ssl.client.auth"));
     }
 
     #[test]

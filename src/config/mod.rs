@@ -310,7 +310,9 @@ fn parse_protocol_map(p: &Props) -> Result<BTreeMap<String, String>> {
             .split_once(':')
             .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME:PROTOCOL")))?;
         let proto = proto.trim().to_ascii_uppercase();
-        if proto != "PLAINTEXT" && !SECURE_PROTOCOLS.contains(&proto.as_str()) {
+        if !["PLAINTEXT", "SSL"].contains(&proto.as_str())
+            && !SECURE_PROTOCOLS.contains(&proto.as_str())
+        {
             return Err(p.err(key, format!("{proto:?} is not a security protocol")));
         }
         map.insert(name.trim().to_ascii_uppercase(), proto);
@@ -412,12 +414,12 @@ impl BrokerConfig {
                     ),
                 ));
             };
-            if proto != "PLAINTEXT" {
+            if SECURE_PROTOCOLS.contains(&proto.as_str()) {
                 return Err(p.err(
                     "listeners",
                     format!(
-                        "listener {} uses {proto}: TLS and SASL (and the ssl.* / sasl.* \
-                         settings for them) are not supported by Sluice yet",
+                        "listener {} uses {proto}: SASL (and the sasl.* settings for it) is \
+                         not supported by Sluice yet",
                         l.name
                     ),
                 ));
@@ -454,6 +456,19 @@ impl BrokerConfig {
             return Err(p.err(dirs_key, "no directory given"));
         }
         let cluster = cluster::parse(&p, node_id, &mut listeners, &log_dirs)?;
+        if let Some(cc) = &cluster
+            && cc.roles.broker
+            && protocols.get(&cc.inter_broker_listener).map(String::as_str) != Some("PLAINTEXT")
+        {
+            return Err(p.err(
+                "inter.broker.listener.name",
+                format!(
+                    "{} is not a PLAINTEXT listener: TLS and SASL between brokers are not \
+                     supported by Sluice yet",
+                    cc.inter_broker_listener
+                ),
+            ));
+        }
         if listeners.len() > 1 {
             return Err(p.err(
                 "listeners",
@@ -651,6 +666,16 @@ impl BrokerConfig {
     /// True if `key` was given (config file or override) a value other than the default.
     pub fn is_explicitly_set(&self, key: &str) -> bool {
         self.origins.contains_key(key) && self.raw.get(key).map(String::as_str) != default_of(key)
+    }
+
+    /// The security protocol of the listener called `name` (`listener.security.protocol.map`,
+    /// checked at start-up): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    pub fn security_protocol(&self, name: &str) -> Option<String> {
+        let map = self.raw.get("listener.security.protocol.map")?;
+        map.split(',')
+            .filter_map(|item| item.split_once(':'))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+            .map(|(_, proto)| proto.trim().to_ascii_uppercase())
     }
 
     /// Where `key` was set, if it was.

@@ -1,15 +1,20 @@
 //! One client connection: a reader that cuts length-prefixed frames (bounded by
 //! `socket.request.max.bytes`) and a loop that answers them strictly in order, as Kafka does
 //! (a connection has one request in flight at the broker; clients pipeline, we read ahead).
+//!
+//! The connection is generic over its transport: any byte stream to read frames from, and a
+//! [`Sink`] that writes responses. Plain TCP writes file regions with sendfile(2); TLS
+//! (`super::tls`) reads them into a buffer and encrypts them.
 
+use std::future::Future;
 use std::io::IoSlice;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -21,11 +26,42 @@ use crate::security::Session;
 /// How many decoded-but-unanswered frames a connection may read ahead.
 const READ_AHEAD: usize = 64;
 
+/// Where a connection's responses go: the transport seam. Bytes are written as they are;
+/// a file region is the transport's to move (sendfile on plain TCP, read and encrypt under
+/// TLS). A kernel-TLS transport (the `tls` ULP: the session keys handed to the kernel after
+/// the handshake) would implement [`Sink::write_file`] with sendfile again; these kernels
+/// offer no `tls` ULP, so there is none.
+pub trait Sink: Send + 'static {
+    /// Writes the byte chunks in order (file chunks among them are skipped).
+    fn write_bytes(&mut self, chunks: &[Chunk])
+    -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Writes `len` bytes of `file` from `position`.
+    fn write_file(
+        &mut self,
+        file: &std::fs::File,
+        position: u64,
+        len: usize,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// The response is complete: push out anything buffered.
+    fn end_response(&mut self) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+/// Serves one plain TCP connection.
 pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
     let peer = stream.peer_addr().ok();
     let session = Session::anonymous(peer, &listener);
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
+    run(rd, wr, session, broker).await;
+}
+
+/// Reads frames from `rd` and answers them in order through `wr`, until either side ends.
+pub async fn run<R, W>(rd: R, wr: W, session: Session, broker: Arc<Broker>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: Sink,
+{
+    let peer = session.peer;
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
     let max = broker.config.socket_request_max_bytes;
     let reader = tokio::spawn(read_frames(rd, max, tx));
@@ -75,12 +111,18 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
             client = %addr(peer),
             "closing connection: request not served: {e}"
         ),
+        // Undecodable transport data (a TLS record that does not decrypt): the client's fault,
+        // worth one line. Plain TCP reads never fail this way.
+        Ok(Err(FrameError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => warn!(
+            client = %addr(peer),
+            "closing connection: {e}"
+        ),
         Ok(Err(e)) => debug!(?peer, "closing connection: {e}"),
         Ok(Ok(())) | Err(_) => {}
     }
 }
 
-fn addr(peer: Option<std::net::SocketAddr>) -> String {
+pub(super) fn addr(peer: Option<std::net::SocketAddr>) -> String {
     peer.map_or_else(|| "-".to_string(), |a| a.to_string())
 }
 
@@ -101,7 +143,7 @@ enum FrameError {
 
 /// Reads frames until EOF or a protocol violation (bad length), which ends the connection.
 async fn read_frames(
-    mut rd: OwnedReadHalf,
+    mut rd: impl AsyncRead + Unpin,
     max: usize,
     tx: mpsc::Sender<Bytes>,
 ) -> Result<(), FrameError> {
@@ -135,14 +177,14 @@ async fn read_frames(
     }
 }
 
-/// Writes responses in order: bytes with (vectored) write, file regions with sendfile.
-struct Writer {
-    wr: OwnedWriteHalf,
+/// Writes responses in order through the transport's [`Sink`].
+struct Writer<W> {
+    wr: W,
     pending: Vec<Chunk>,
 }
 
-impl Writer {
-    fn new(wr: OwnedWriteHalf) -> Writer {
+impl<W: Sink> Writer<W> {
+    fn new(wr: W) -> Writer<W> {
         Writer {
             wr,
             pending: Vec::new(),
@@ -163,7 +205,7 @@ impl Writer {
                     position,
                     len,
                 } => {
-                    send_file(&self.wr, file, *position, *len).await?;
+                    self.wr.write_file(file, *position, *len).await?;
                     i += 1;
                 }
                 Chunk::Bytes(_) => {
@@ -171,10 +213,30 @@ impl Writer {
                     while i < chunks.len() && matches!(chunks[i], Chunk::Bytes(_)) {
                         i += 1;
                     }
-                    write_all_vectored(&mut self.wr, &chunks[start..i]).await?;
+                    self.wr.write_bytes(&chunks[start..i]).await?;
                 }
             }
         }
+        self.wr.end_response().await
+    }
+}
+
+/// Plain TCP: bytes with (vectored) write, file regions with sendfile.
+impl Sink for OwnedWriteHalf {
+    async fn write_bytes(&mut self, chunks: &[Chunk]) -> std::io::Result<()> {
+        write_all_vectored(self, chunks).await
+    }
+
+    async fn write_file(
+        &mut self,
+        file: &std::fs::File,
+        position: u64,
+        len: usize,
+    ) -> std::io::Result<()> {
+        send_file(self, file, position, len).await
+    }
+
+    async fn end_response(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }

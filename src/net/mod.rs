@@ -3,3 +3,4 @@
 pub mod connection;
 pub mod response;
 pub mod server;
+pub mod tls;

@@ -7,8 +7,9 @@ use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tracing::warn;
 
+use super::tls::{self, TlsListener};
 use crate::broker::Broker;
-use crate::config::Listener;
+use crate::config::{BrokerConfig, Listener};
 
 /// Binds every configured listener; the first failure is returned naming the address.
 /// Nothing is logged: the start-up line names the bound addresses once the broker is open.
@@ -24,16 +25,35 @@ pub async fn bind_all(listeners: &[Listener]) -> Result<Vec<TcpListener>> {
     Ok(out)
 }
 
-/// Accepts connections on the listener called `name` until the task is dropped.
-pub async fn accept_loop(listener: TcpListener, broker: Arc<Broker>, name: Arc<str>) {
+/// The TLS side of every listener whose security protocol runs over TLS, in the order of
+/// `listeners` (None for the others). Keys and certificates are loaded here, at start-up.
+pub fn tls_for(config: &BrokerConfig) -> Result<Vec<Option<Arc<TlsListener>>>> {
+    config
+        .listeners
+        .iter()
+        .map(|l| match config.security_protocol(&l.name) {
+            Some(p) if tls::uses_tls(&p) => TlsListener::load(config, &l.name, &p).map(Some),
+            _ => Ok(None),
+        })
+        .collect()
+}
+
+/// Accepts connections on the listener called `name` until the task is dropped; `tls` is the
+/// listener's TLS side when its security protocol runs over TLS.
+pub async fn accept_loop(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    name: Arc<str>,
+    tls: Option<Arc<TlsListener>>,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                tokio::spawn(super::connection::serve(
-                    stream,
-                    broker.clone(),
-                    name.clone(),
-                ));
+                let (broker, name) = (broker.clone(), name.clone());
+                match &tls {
+                    Some(t) => tokio::spawn(tls::serve(stream, t.clone(), broker, name)),
+                    None => tokio::spawn(super::connection::serve(stream, broker, name)),
+                };
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
