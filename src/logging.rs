@@ -34,6 +34,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::logging",
     "sluice::net",
     "sluice::producer",
+    "sluice::security",
     "sluice::share",
     "sluice::txn",
 ];

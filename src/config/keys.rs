@@ -133,6 +133,8 @@ pub const ACTED: &[&str] = &[
     "broker.heartbeat.interval.ms",
     "broker.id",
     "broker.rack",
+    "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms",
     "broker.session.timeout.ms",
     "controlled.shutdown.enable",
     "controller.listener.names",
@@ -176,6 +178,8 @@ pub const ACTED: &[&str] = &[
     "leader.imbalance.check.interval.seconds",
     "listener.security.protocol.map",
     "listeners",
+    "sasl.enabled.mechanisms",
+    "sasl.server.max.receive.size",
     "log.dir",
     "log.dirs",
     "log.flush.interval.messages",
@@ -285,8 +289,8 @@ impl Asks {
 }
 
 /// Features Sluice does not have yet, as the keys that ask for them: the one list to shorten
-/// as features arrive. Listeners whose security protocol is SSL, SASL_PLAINTEXT or SASL_SSL
-/// (and so the ssl.* / sasl.* settings they would use) are refused where listeners are parsed
+/// as features arrive. Listeners whose security protocol is SSL or SASL_SSL (and so the
+/// ssl.* settings they would use) are refused where listeners are parsed
 /// ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
     (
@@ -311,7 +315,8 @@ pub const NOT_YET: &[(&str, Asks, &str)] = &[
     ),
 ];
 
-/// Security protocols Sluice cannot serve yet (a listener using one stops start-up).
+/// Security protocols besides PLAINTEXT (of these, a listener may use SASL_PLAINTEXT; the
+/// others stop start-up).
 pub const SECURE_PROTOCOLS: &[&str] = &["SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
 /// Why a second listener is refused: each Kafka listener answers Metadata with its own
@@ -354,8 +359,14 @@ pub fn lookup(key: &str, listener_names: &[String]) -> Option<(&'static KafkaKey
         let (_mechanism, p) = prop.split_once('.')?;
         keys.get(p).filter(|k| k.name.starts_with("sasl."))
     })?;
-    // Per-listener settings only tune what a listener does; none of them is acted on.
-    Some((k, Treatment::NoEffect))
+    // A SASL listener's mechanisms and JAAS entries are acted on; the other per-listener
+    // settings only tune what a listener does and are not.
+    let t = if ["sasl.enabled.mechanisms", "sasl.jaas.config"].contains(&k.name) {
+        Treatment::Acted
+    } else {
+        Treatment::NoEffect
+    };
+    Some((k, t))
 }
 
 /// The default Sluice uses for `key`: its own where [`SLUICE_DEFAULTS`] has one, else Kafka's.

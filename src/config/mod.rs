@@ -107,6 +107,8 @@ pub struct BrokerConfig {
     pub txn: TxnSettings,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
+    /// The SASL settings of each `SASL_PLAINTEXT` listener, by listener name.
+    pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::SaslListener>>,
     /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
     pub no_effect: Vec<String>,
     /// Every property Sluice acts on with its value, and every property that was set, for
@@ -409,15 +411,27 @@ impl BrokerConfig {
                     ),
                 ));
             };
-            if proto != "PLAINTEXT" {
+            if proto != "PLAINTEXT" && proto != "SASL_PLAINTEXT" {
                 return Err(p.err(
                     "listeners",
                     format!(
-                        "listener {} uses {proto}: TLS and SASL (and the ssl.* / sasl.* \
-                         settings for them) are not supported by Sluice yet",
+                        "listener {} uses {proto}: TLS (and the ssl.* settings for it) is not \
+                         supported by Sluice yet",
                         l.name
                     ),
                 ));
+            }
+        }
+        let mut sasl = BTreeMap::new();
+        for l in &listeners {
+            if protocols.get(&l.name).map(String::as_str) == Some("SASL_PLAINTEXT") {
+                let get = |k: &str| {
+                    let v = p.get(k);
+                    (!v.trim().is_empty()).then(|| v.to_string())
+                };
+                let parsed = crate::security::sasl::SaslListener::parse(&l.name, &get)
+                    .map_err(|(key, msg)| p.err(&key, msg))?;
+                sasl.insert(l.name.clone(), std::sync::Arc::new(parsed));
             }
         }
         // node.id and broker.id name the same thing; Kafka refuses two different values.
@@ -580,6 +594,7 @@ impl BrokerConfig {
                 verification: p.boolean("transaction.partition.verification.enable")?,
             },
             cluster,
+            sasl,
             no_effect,
             raw,
             origins,

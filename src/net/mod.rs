@@ -2,4 +2,5 @@
 
 pub mod connection;
 pub mod response;
+pub mod sasl;
 pub mod server;

@@ -14,6 +14,10 @@ use uuid::Uuid;
 use super::{Controller, Image, TopicInfo, write_atomically};
 use crate::cluster::features::FeatureLevels;
 use crate::config::dynamic::DynamicConfigs;
+use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
+use crate::security::scram_store::CredentialMap;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
 
 const METADATA_FILE: &str = "sluice-metadata";
 
@@ -27,7 +31,9 @@ impl Controller {
     /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines, the feature levels
     /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`,
     /// the group configs as `group-config <TAB> group <TAB> key <TAB> value` (group and value
-    /// escaped: [`escape`]).
+    /// escaped: [`escape`]), the SCRAM credentials as `scram-credential <TAB> user <TAB>
+    /// mechanism <TAB> iterations <TAB> salt <TAB> stored key <TAB> server key` (user escaped,
+    /// keys in base64).
     #[allow(clippy::type_complexity)]
     pub(super) fn read_metadata_file(
         &self,
@@ -36,15 +42,17 @@ impl Controller {
         DynamicConfigs,
         FeatureLevels,
         GroupMap,
+        CredentialMap,
     )> {
         let path = self.metadata_path();
         let mut dynamic = DynamicConfigs::default();
         let mut features = FeatureLevels::default();
         let mut groups = GroupMap::new();
+        let mut scram = CredentialMap::new();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((Vec::new(), dynamic, features, groups));
+                return Ok((Vec::new(), dynamic, features, groups, scram));
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
@@ -95,11 +103,31 @@ impl Controller {
                         .or_default()
                         .insert(key.to_string(), unescape(value).with_context(bad)?);
                 }
+                [
+                    "scram-credential",
+                    user,
+                    mech,
+                    iterations,
+                    salt,
+                    stored,
+                    server,
+                ] => {
+                    let bad = || format!("{}:{}: bad SCRAM credential", path.display(), n + 1);
+                    let mech = ScramMechanism::from_name(mech).with_context(bad)?;
+                    let b64 = |s: &str| B64.decode(s).ok();
+                    let credential = ScramCredential {
+                        salt: b64(salt).with_context(bad)?,
+                        stored_key: b64(stored).with_context(bad)?,
+                        server_key: b64(server).with_context(bad)?,
+                        iterations: iterations.parse().ok().with_context(bad)?,
+                    };
+                    scram.insert((unescape(user).with_context(bad)?, mech), credential);
+                }
                 [""] => {}
                 _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
             }
         }
-        Ok((out, dynamic, features, groups))
+        Ok((out, dynamic, features, groups, scram))
     }
 
     pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {
@@ -144,6 +172,17 @@ impl Controller {
                     escape(&v)
                 ));
             }
+        }
+        for ((user, mech), c) in self.scram.all() {
+            text.push_str(&format!(
+                "scram-credential\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                escape(&user),
+                mech.name(),
+                c.iterations,
+                B64.encode(&c.salt),
+                B64.encode(&c.stored_key),
+                B64.encode(&c.server_key)
+            ));
         }
         write_atomically(&self.metadata_path(), text.as_bytes())
     }

@@ -78,6 +78,9 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
     if ctl.group_configs.replace_all(groups) {
         info!("group configs changed");
     }
+    if ctl.scram.replace_all(img.scram.clone()) {
+        info!("SCRAM credentials changed");
+    }
     let defaults = if ctl.defaults().dynamic == dynamic {
         ctl.defaults()
     } else {
