@@ -506,4 +506,54 @@ mod tests {
         );
         assert!(img.topic("t").is_none());
     }
+
+    #[test]
+    fn scram_records_apply_and_snapshots_keep_them() {
+        let mut img = MetadataImage::default();
+        img.apply(
+            1,
+            &MetadataRecord::UserScramCredential {
+                name: "alice".into(),
+                mechanism: 1,
+                salt: vec![1],
+                stored_key: vec![2],
+                server_key: vec![3],
+                iterations: 4096,
+            },
+        );
+        // Unknown mechanisms are skipped.
+        img.apply(
+            2,
+            &MetadataRecord::UserScramCredential {
+                name: "bob".into(),
+                mechanism: 9,
+                salt: vec![],
+                stored_key: vec![],
+                server_key: vec![],
+                iterations: 4096,
+            },
+        );
+        assert_eq!(img.scram.len(), 1);
+        let back = MetadataImage::from_snapshot(&img.to_snapshot()).unwrap();
+        assert_eq!(back.scram, img.scram);
+        // A snapshot written before credentials existed ends after its original fields.
+        let old = Snapshot {
+            offset: 2,
+            cluster_id: None,
+            brokers: vec![],
+            topics: vec![],
+            configs: vec![],
+            next_producer_id: 0,
+        };
+        let old = MetadataImage::from_snapshot(&postcard::to_stdvec(&old).unwrap()).unwrap();
+        assert!(old.scram.is_empty());
+        img.apply(
+            3,
+            &MetadataRecord::RemoveUserScramCredential {
+                name: "alice".into(),
+                mechanism: 1,
+            },
+        );
+        assert!(img.scram.is_empty());
+    }
 }
