@@ -1188,5 +1188,70 @@ def quorum_voters():
     check(all(got.get(o) == v for o, v in acked), "acknowledged records missing from %s" % t)
 
 
+def scram_alter(node, deletions=(), upsertions=()):
+    """AlterUserScramCredentials v0 through broker `node`: {user: (error code, message)}."""
+    import kafka_wire as kw
+    body = kw.carray(list(deletions), lambda d: kw.cstr(d[0]) + bytes([d[1]]) + kw.TAGS)
+    body += kw.carray(list(upsertions), lambda u: kw.cstr(u[0]) + bytes([u[1]])
+                      + u[2].to_bytes(4, "big") + kw.uvarint(len(u[3]) + 1) + u[3]
+                      + kw.uvarint(len(u[4]) + 1) + u[4] + kw.TAGS)
+    body += kw.TAGS
+    r = kw.call(node_addr(node), 51, 0, body)
+    r.i32()  # throttle
+
+    def result(r):
+        user, code, msg = r.cstr(), r.i16(), r.cstr()
+        r.tags()
+        return user, (code, msg)
+    return dict(r.carray(result))
+
+
+def scram_describe(node):
+    """DescribeUserScramCredentials v0 (all users) at broker `node`: {user: [(mech, iters)]}."""
+    import kafka_wire as kw
+    r = kw.call(node_addr(node), 50, 0, b"\x00" + kw.TAGS)  # users: null (all)
+    r.i32()
+    check(r.i16() == 0, "describe: top-level error")
+    r.cstr()
+
+    def cred(r):
+        m, it = r.i8(), r.i32()
+        r.tags()
+        return m, it
+
+    def result(r):
+        user, code, _msg = r.cstr(), r.i16(), r.cstr()
+        infos = r.carray(cred)
+        r.tags()
+        return user, (code, infos)
+    return {u: infos for u, (code, infos) in r.carray(result) if code == 0}
+
+
+def node_addr(i):
+    host, port = BOOTSTRAP.split(",")[i - 1].rsplit(":", 1)
+    return host, int(port)
+
+
+@S.scenario("scram-credentials", timeout=90)
+def scram_credentials():
+    ensure_all_up()
+    import hashlib
+    user = "scram-" + RUN_TAG
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha512", b"secret", salt, 8192)
+    res = scram_alter(1, upsertions=[(user, 2, 8192, salt, salted)])
+    check(res.get(user, (None,))[0] == 0, "alter through broker 1: %s" % res)
+    for i in NODES:
+        wait_until(lambda: scram_describe(i).get(user) == [(2, 8192)], 10,
+                   "broker %d to list %s's SCRAM-SHA-512 credential" % (i, user))
+    res = scram_alter(3, deletions=[(user, 2)])
+    check(res.get(user, (None,))[0] == 0, "delete through broker 3: %s" % res)
+    for i in NODES:
+        wait_until(lambda: user not in scram_describe(i), 10,
+                   "broker %d to drop %s's credential" % (i, user))
+    res = scram_alter(2, deletions=[(user, 2)])
+    check(res.get(user, (None,))[0] == 91, "deleting it again: %s (RESOURCE_NOT_FOUND)" % res)
+
+
 if __name__ == "__main__":
     S.main()

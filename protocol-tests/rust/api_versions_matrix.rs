@@ -23,6 +23,7 @@ use kafka_protocol::messages::alter_partition_reassignments_request::{
 use kafka_protocol::messages::alter_replica_log_dirs_request::{
     AlterReplicaLogDir, AlterReplicaLogDirTopic,
 };
+use kafka_protocol::messages::alter_user_scram_credentials_request;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
@@ -360,6 +361,30 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             r.entries = vec![entry];
             r.validate_only = true;
             built::<_, kafka_protocol::messages::AlterClientQuotasResponse>(r)
+        }
+        // On a PLAINTEXT listener: ILLEGAL_SASL_STATE, as Kafka answers (the SASL suite sends
+        // them to a SASL listener).
+        ApiKey::SaslHandshake => {
+            let mut r = SaslHandshakeRequest::default();
+            r.mechanism = s("PLAIN");
+            built::<_, SaslHandshakeResponse>(r)
+        }
+        ApiKey::SaslAuthenticate => {
+            let mut r = SaslAuthenticateRequest::default();
+            r.auth_bytes = Bytes::from_static(b"\0u\0p");
+            built::<_, SaslAuthenticateResponse>(r)
+        }
+        ApiKey::DescribeUserScramCredentials => built::<_, DescribeUserScramCredentialsResponse>(
+            DescribeUserScramCredentialsRequest::default(),
+        ),
+        ApiKey::AlterUserScramCredentials => {
+            // A deletion of a credential no user has: RESOURCE_NOT_FOUND.
+            let mut d = alter_user_scram_credentials_request::ScramCredentialDeletion::default();
+            d.name = s("nobody");
+            d.mechanism = 1;
+            let mut r = AlterUserScramCredentialsRequest::default();
+            r.deletions = vec![d];
+            built::<_, AlterUserScramCredentialsResponse>(r)
         }
         ApiKey::UnregisterBroker => {
             // An id no broker has: BROKER_ID_NOT_REGISTERED.

@@ -22,6 +22,7 @@ pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod config_changes;
 pub mod consumer_group_describe;
@@ -38,6 +39,7 @@ pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod errors;
@@ -54,6 +56,8 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod remove_raft_voter;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;
@@ -130,6 +134,11 @@ pub static APIS: &[ApiSpec] = &[
     list_offsets::SPEC,
     metadata::SPEC,
     api_versions::SPEC,
+    // Authentication (answered by the connection's authenticator on SASL listeners).
+    sasl_handshake::SPEC,
+    sasl_authenticate::SPEC,
+    describe_user_scram_credentials::SPEC,
+    alter_user_scram_credentials::SPEC,
     create_topics::SPEC,
     delete_topics::SPEC,
     delete_records::SPEC,

@@ -20,6 +20,7 @@ mod feature_levels;
 mod group_configs;
 mod meta_files;
 mod metadata_file;
+mod scram;
 mod topic_configs;
 
 pub use meta_files::{claim_controller_dirs, stored_cluster_id};
@@ -122,6 +123,9 @@ pub struct Controller {
     /// The client quotas (one node: persisted in `sluice-metadata`; a cluster: the image's,
     /// installed at each reconcile).
     pub client_quotas: Arc<crate::quota::ClientQuotas>,
+    /// The users' SCRAM credentials (one node: persisted in `sluice-metadata`; a cluster: the
+    /// image's, installed at each reconcile).
+    pub scram: Arc<crate::security::scram_store::ScramStore>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -209,17 +213,20 @@ impl Controller {
             cleaner: Arc::new(LogCleaner::open(&config)),
             group_configs: Arc::default(),
             client_quotas: Arc::default(),
+            scram: Arc::default(),
         };
-        let (stored, dynamic, features, groups) = if config.cluster.is_some() {
+        let (stored, dynamic, features, groups, scram) = if config.cluster.is_some() {
             (
                 Vec::new(),
                 DynamicConfigs::default(),
                 FeatureLevels::default(),
                 BTreeMap::new(),
+                BTreeMap::new(),
             )
         } else {
             ctl.read_metadata_file()?
         };
+        ctl.scram.replace_all(scram);
         ctl.set_defaults(dynamic);
         *ctl.features.write().unwrap() = features;
         ctl.group_configs.replace_all(groups);

@@ -133,6 +133,8 @@ pub const ACTED: &[&str] = &[
     "broker.heartbeat.interval.ms",
     "broker.id",
     "broker.rack",
+    "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms",
     "broker.session.timeout.ms",
     "controlled.shutdown.enable",
     "controller.listener.names",
@@ -176,6 +178,8 @@ pub const ACTED: &[&str] = &[
     "leader.imbalance.check.interval.seconds",
     "listener.security.protocol.map",
     "listeners",
+    "sasl.enabled.mechanisms",
+    "sasl.server.max.receive.size",
     "log.dir",
     "log.dirs",
     "log.flush.interval.messages",
@@ -300,9 +304,8 @@ impl Asks {
 }
 
 /// Features Sluice does not have yet, as the keys that ask for them: the one list to shorten
-/// as features arrive. Listeners whose security protocol is SASL_PLAINTEXT or
-/// SASL_SSL (and so the sasl.* settings they would use) are refused where listeners are parsed
-/// ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
+/// as features arrive. Listeners whose security protocol is SASL_SSL are refused where
+/// listeners are parsed ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
     (
         "authorizer.class.name",
@@ -326,9 +329,10 @@ pub const NOT_YET: &[(&str, Asks, &str)] = &[
     ),
 ];
 
-/// Security protocols Sluice cannot serve yet (a listener using one stops start-up). SSL is
-/// served (`net::tls`); SASL_SSL would run SASL over that same TLS transport.
-pub const SECURE_PROTOCOLS: &[&str] = &["SASL_PLAINTEXT", "SASL_SSL"];
+/// Security protocols Sluice cannot serve yet (a listener using one stops start-up). SSL
+/// (`net::tls`) and SASL_PLAINTEXT (`net::sasl`) are served; SASL_SSL would run the SASL
+/// gate over the TLS transport.
+pub const SECURE_PROTOCOLS: &[&str] = &["SASL_SSL"];
 
 /// Why a second listener is refused: each Kafka listener answers Metadata with its own
 /// advertised address, which needs the listener carried with every request.
@@ -370,9 +374,12 @@ pub fn lookup(key: &str, listener_names: &[String]) -> Option<(&'static KafkaKey
         let (_mechanism, p) = prop.split_once('.')?;
         keys.get(p).filter(|k| k.name.starts_with("sasl."))
     })?;
-    // A listener's own ssl.* settings are acted on as the plain ones are (`net::tls`); the
-    // other per-listener settings only tune what a listener does and are not.
-    let t = if k.name.starts_with("ssl.") && ACTED.contains(&k.name) {
+    // A listener's own ssl.* settings are acted on as the plain ones are (`net::tls`), and a
+    // SASL listener's mechanisms and JAAS entries (`net::sasl`); the other per-listener
+    // settings only tune what a listener does and are not.
+    let t = if (k.name.starts_with("ssl.") && ACTED.contains(&k.name))
+        || ["sasl.enabled.mechanisms", "sasl.jaas.config"].contains(&k.name)
+    {
         Treatment::Acted
     } else {
         Treatment::NoEffect

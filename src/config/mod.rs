@@ -110,6 +110,8 @@ pub struct BrokerConfig {
     pub txn: TxnSettings,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
+    /// The SASL settings of each `SASL_PLAINTEXT` listener, by listener name.
+    pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::SaslListener>>,
     /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
     pub no_effect: Vec<String>,
     /// Every property Sluice acts on with its value, and every property that was set, for
@@ -310,7 +312,7 @@ fn parse_protocol_map(p: &Props) -> Result<BTreeMap<String, String>> {
             .split_once(':')
             .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME:PROTOCOL")))?;
         let proto = proto.trim().to_ascii_uppercase();
-        if !["PLAINTEXT", "SSL"].contains(&proto.as_str())
+        if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT"].contains(&proto.as_str())
             && !SECURE_PROTOCOLS.contains(&proto.as_str())
         {
             return Err(p.err(key, format!("{proto:?} is not a security protocol")));
@@ -418,11 +420,23 @@ impl BrokerConfig {
                 return Err(p.err(
                     "listeners",
                     format!(
-                        "listener {} uses {proto}: SASL (and the sasl.* settings for it) is \
-                         not supported by Sluice yet",
+                        "listener {} uses {proto}: SASL over TLS is not supported by Sluice yet \
+                         (PLAINTEXT, SSL and SASL_PLAINTEXT are)",
                         l.name
                     ),
                 ));
+            }
+        }
+        let mut sasl = BTreeMap::new();
+        for l in &listeners {
+            if protocols.get(&l.name).map(String::as_str) == Some("SASL_PLAINTEXT") {
+                let get = |k: &str| {
+                    let v = p.get(k);
+                    (!v.trim().is_empty()).then(|| v.to_string())
+                };
+                let parsed = crate::security::sasl::SaslListener::parse(&l.name, &get)
+                    .map_err(|(key, msg)| p.err(&key, msg))?;
+                sasl.insert(l.name.clone(), std::sync::Arc::new(parsed));
             }
         }
         // node.id and broker.id name the same thing; Kafka refuses two different values.
@@ -600,6 +614,7 @@ impl BrokerConfig {
                 verification: p.boolean("transaction.partition.verification.enable")?,
             },
             cluster,
+            sasl,
             no_effect,
             raw,
             origins,

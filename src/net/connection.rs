@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::response::{Chunk, Response};
+use super::sasl::{FrameLimit, Gate, SaslGate};
 use crate::api;
 use crate::broker::Broker;
 use crate::security::Session;
@@ -56,17 +57,44 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
 }
 
 /// Reads frames from `rd` and answers them in order through `wr`, until either side ends.
-pub async fn run<R, W>(rd: R, wr: W, session: Session, broker: Arc<Broker>)
+pub async fn run<R, W>(rd: R, wr: W, mut session: Session, broker: Arc<Broker>)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: Sink,
 {
     let peer = session.peer;
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
-    let max = broker.config.socket_request_max_bytes;
-    let reader = tokio::spawn(read_frames(rd, max, tx));
+    let sasl_cfg = broker.config.sasl.get(&*session.listener).cloned();
+    let limit = Arc::new(FrameLimit::new(
+        broker.config.socket_request_max_bytes,
+        sasl_cfg.as_ref().map(|c| c.max_receive_size),
+    ));
+    let mut sasl = sasl_cfg.map(|c| SaslGate::new(c, broker.clone(), peer, limit.clone()));
+    let reader = tokio::spawn(read_frames(rd, limit, tx));
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
+        if let Some(gate) = sasl.as_mut() {
+            let (reply, close) = match gate.check(&frame, &mut session).await {
+                Gate::Serve => (None, false),
+                Gate::Reply(r) => (Some(r), false),
+                Gate::Close(r) => (r, true),
+            };
+            if let Some(r) = reply {
+                writer.queue(r);
+                if let Err(e) = writer.flush().await {
+                    debug!(?peer, "write failed: {e}");
+                    reader.abort();
+                    return;
+                }
+                if !close {
+                    continue;
+                }
+            }
+            if close {
+                reader.abort();
+                return;
+            }
+        }
         // A second handle on the frame (a reference count), for the log line if it fails.
         let mut mute = std::time::Duration::ZERO;
         match api::dispatch_from(&broker, frame.clone(), &session).await {
@@ -133,8 +161,12 @@ fn or_dash(v: Option<i16>) -> String {
 /// Why the reader stopped before the end of the stream.
 #[derive(Debug, thiserror::Error)]
 enum FrameError {
-    #[error("frame size {size} outside 0..={max} (socket.request.max.bytes)")]
-    Size { size: i32, max: usize },
+    #[error("frame size {size} outside 0..={max} ({setting})")]
+    Size {
+        size: i32,
+        max: usize,
+        setting: &'static str,
+    },
     #[error("connection closed inside a frame")]
     Truncated,
     #[error(transparent)]
@@ -144,7 +176,7 @@ enum FrameError {
 /// Reads frames until EOF or a protocol violation (bad length), which ends the connection.
 async fn read_frames(
     mut rd: impl AsyncRead + Unpin,
-    max: usize,
+    limit: Arc<FrameLimit>,
     tx: mpsc::Sender<Bytes>,
 ) -> Result<(), FrameError> {
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -158,8 +190,13 @@ async fn read_frames(
             }
         }
         let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let (max, setting) = limit.current();
         if len < 0 || len as usize > max {
-            return Err(FrameError::Size { size: len, max });
+            return Err(FrameError::Size {
+                size: len,
+                max,
+                setting,
+            });
         }
         let need = 4 + len as usize;
         while buf.len() < need {

@@ -2,5 +2,6 @@
 
 pub mod connection;
 pub mod response;
+pub mod sasl;
 pub mod server;
 pub mod tls;

@@ -3,6 +3,9 @@
 //! authorizer and the quotas can judge it. The connection owns its [`Session`]; each request
 //! gets a shared handle on the principal as it stood when the request was read.
 
+pub mod sasl;
+pub mod scram_store;
+
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;

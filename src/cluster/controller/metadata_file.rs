@@ -1,6 +1,6 @@
 //! `sluice-metadata` on one node: every topic (name, id, partition count, its configs), the
-//! dynamic broker configs, the feature levels UpdateFeatures set, the dynamic group
-//! configs and the client quotas, one record a line, tab-separated; rewritten whole beside the old file and renamed
+//! dynamic broker configs, the feature levels UpdateFeatures set and the dynamic group
+//! configs, one record a line, tab-separated; rewritten whole beside the old file and renamed
 //! into place at each change, so a crash leaves the old or the new one.
 
 use std::collections::BTreeMap;
@@ -14,6 +14,10 @@ use uuid::Uuid;
 use super::{Controller, Image, TopicInfo, write_atomically};
 use crate::cluster::features::FeatureLevels;
 use crate::config::dynamic::DynamicConfigs;
+use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
+use crate::security::scram_store::CredentialMap;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
 
 const METADATA_FILE: &str = "sluice-metadata";
 
@@ -27,9 +31,9 @@ impl Controller {
     /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines, the feature levels
     /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`,
     /// the group configs as `group-config <TAB> group <TAB> key <TAB> value` (group and value
-    /// escaped: [`escape`]). The client quotas, `client-quota <TAB> entity <TAB> key <TAB>
-    /// value` ([`QuotaEntity::to_field`](crate::quota::QuotaEntity::to_field)), go straight
-    /// to [`Controller::client_quotas`].
+    /// escaped: [`escape`]), the SCRAM credentials as `scram-credential <TAB> user <TAB>
+    /// mechanism <TAB> iterations <TAB> salt <TAB> stored key <TAB> server key` (user escaped,
+    /// keys in base64).
     #[allow(clippy::type_complexity)]
     pub(super) fn read_metadata_file(
         &self,
@@ -38,6 +42,7 @@ impl Controller {
         DynamicConfigs,
         FeatureLevels,
         GroupMap,
+        CredentialMap,
     )> {
         let path = self.metadata_path();
         let mut dynamic = DynamicConfigs::default();
@@ -45,10 +50,11 @@ impl Controller {
         let mut groups = GroupMap::new();
         let mut quotas: BTreeMap<crate::quota::QuotaEntity, BTreeMap<String, f64>> =
             BTreeMap::new();
+        let mut scram = CredentialMap::new();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((Vec::new(), dynamic, features, groups));
+                return Ok((Vec::new(), dynamic, features, groups, scram));
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
@@ -99,6 +105,26 @@ impl Controller {
                         .or_default()
                         .insert(key.to_string(), unescape(value).with_context(bad)?);
                 }
+                [
+                    "scram-credential",
+                    user,
+                    mech,
+                    iterations,
+                    salt,
+                    stored,
+                    server,
+                ] => {
+                    let bad = || format!("{}:{}: bad SCRAM credential", path.display(), n + 1);
+                    let mech = ScramMechanism::from_name(mech).with_context(bad)?;
+                    let b64 = |s: &str| B64.decode(s).ok();
+                    let credential = ScramCredential {
+                        salt: b64(salt).with_context(bad)?,
+                        stored_key: b64(stored).with_context(bad)?,
+                        server_key: b64(server).with_context(bad)?,
+                        iterations: iterations.parse().ok().with_context(bad)?,
+                    };
+                    scram.insert((unescape(user).with_context(bad)?, mech), credential);
+                }
                 ["client-quota", entity, key, value] => {
                     let bad = || format!("{}:{}: bad client quota", path.display(), n + 1);
                     let entity = crate::quota::QuotaEntity::from_field(entity).with_context(bad)?;
@@ -113,7 +139,7 @@ impl Controller {
             }
         }
         self.client_quotas.replace_all(quotas);
-        Ok((out, dynamic, features, groups))
+        Ok((out, dynamic, features, groups, scram))
     }
 
     pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {
@@ -158,6 +184,17 @@ impl Controller {
                     escape(&v)
                 ));
             }
+        }
+        for ((user, mech), c) in self.scram.all() {
+            text.push_str(&format!(
+                "scram-credential\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                escape(&user),
+                mech.name(),
+                c.iterations,
+                B64.encode(&c.salt),
+                B64.encode(&c.stored_key),
+                B64.encode(&c.server_key)
+            ));
         }
         for (entity, set) in self.client_quotas.all() {
             for (k, v) in set {

@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
+use crate::security::scram_store::CredentialMap;
 use uuid::Uuid;
 
 use super::records::{
@@ -57,6 +60,8 @@ pub struct MetadataImage {
     pub configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
     /// The first producer id not yet handed out.
     pub next_producer_id: i64,
+    /// The users' SCRAM credentials.
+    pub scram: CredentialMap,
 }
 
 impl MetadataImage {
@@ -220,6 +225,29 @@ impl MetadataImage {
             } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
+            MetadataRecord::UserScramCredential {
+                name,
+                mechanism,
+                salt,
+                stored_key,
+                server_key,
+                iterations,
+            } => {
+                if let Some(m) = ScramMechanism::from_code(*mechanism) {
+                    let c = ScramCredential {
+                        salt: salt.clone(),
+                        stored_key: stored_key.clone(),
+                        server_key: server_key.clone(),
+                        iterations: *iterations,
+                    };
+                    self.scram.insert((name.clone(), m), c);
+                }
+            }
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                if let Some(m) = ScramMechanism::from_code(*mechanism) {
+                    self.scram.remove(&(name.clone(), m));
+                }
+            }
         }
     }
 
@@ -244,12 +272,34 @@ impl MetadataImage {
                 .collect(),
             next_producer_id: self.next_producer_id,
         };
-        postcard::to_stdvec(&snap).expect("images always encode")
+        let mut bytes = postcard::to_stdvec(&snap).expect("images always encode");
+        // The credentials follow the original snapshot fields, so a snapshot written before
+        // they existed still reads (it simply ends there).
+        let scram: Vec<ScramEntry> = self
+            .scram
+            .iter()
+            .map(|((user, m), c)| ScramEntry {
+                user: user.clone(),
+                mechanism: m.code(),
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            })
+            .collect();
+        bytes.extend(postcard::to_stdvec(&scram).expect("images always encode"));
+        bytes
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> anyhow::Result<MetadataImage> {
-        let snap: Snapshot = postcard::from_bytes(bytes)
+        let (snap, rest): (Snapshot, &[u8]) = postcard::take_from_bytes(bytes)
             .map_err(|e| anyhow::anyhow!("bad metadata snapshot: {e}"))?;
+        let scram: Vec<ScramEntry> = if rest.is_empty() {
+            Vec::new()
+        } else {
+            postcard::from_bytes(rest)
+                .map_err(|e| anyhow::anyhow!("bad metadata snapshot (SCRAM credentials): {e}"))?
+        };
         let mut img = MetadataImage {
             offset: snap.offset,
             cluster_id: snap.cluster_id,
@@ -274,6 +324,17 @@ impl MetadataImage {
         for (r, m) in snap.configs {
             img.configs.insert(r, m.into_iter().collect());
         }
+        for e in scram {
+            if let Some(m) = ScramMechanism::from_code(e.mechanism) {
+                let c = ScramCredential {
+                    salt: e.salt,
+                    stored_key: e.stored_key,
+                    server_key: e.server_key,
+                    iterations: e.iterations,
+                };
+                img.scram.insert((e.user, m), c);
+            }
+        }
         Ok(img)
     }
 
@@ -291,6 +352,17 @@ struct Snapshot {
     topics: Vec<(String, Uuid, Vec<PartitionRecord>)>,
     configs: Vec<(ConfigResource, Vec<(String, String)>)>,
     next_producer_id: i64,
+}
+
+/// A SCRAM credential in a snapshot.
+#[derive(Serialize, Deserialize)]
+struct ScramEntry {
+    user: String,
+    mechanism: i8,
+    salt: Vec<u8>,
+    stored_key: Vec<u8>,
+    server_key: Vec<u8>,
+    iterations: i32,
 }
 
 /// Applies a change to a partition: the partition epoch always moves; the leader epoch moves
@@ -433,5 +505,55 @@ mod tests {
             &MetadataRecord::PartitionChange(PartitionChange::new(id, 0)),
         );
         assert!(img.topic("t").is_none());
+    }
+
+    #[test]
+    fn scram_records_apply_and_snapshots_keep_them() {
+        let mut img = MetadataImage::default();
+        img.apply(
+            1,
+            &MetadataRecord::UserScramCredential {
+                name: "alice".into(),
+                mechanism: 1,
+                salt: vec![1],
+                stored_key: vec![2],
+                server_key: vec![3],
+                iterations: 4096,
+            },
+        );
+        // Unknown mechanisms are skipped.
+        img.apply(
+            2,
+            &MetadataRecord::UserScramCredential {
+                name: "bob".into(),
+                mechanism: 9,
+                salt: vec![],
+                stored_key: vec![],
+                server_key: vec![],
+                iterations: 4096,
+            },
+        );
+        assert_eq!(img.scram.len(), 1);
+        let back = MetadataImage::from_snapshot(&img.to_snapshot()).unwrap();
+        assert_eq!(back.scram, img.scram);
+        // A snapshot written before credentials existed ends after its original fields.
+        let old = Snapshot {
+            offset: 2,
+            cluster_id: None,
+            brokers: vec![],
+            topics: vec![],
+            configs: vec![],
+            next_producer_id: 0,
+        };
+        let old = MetadataImage::from_snapshot(&postcard::to_stdvec(&old).unwrap()).unwrap();
+        assert!(old.scram.is_empty());
+        img.apply(
+            3,
+            &MetadataRecord::RemoveUserScramCredential {
+                name: "alice".into(),
+                mechanism: 1,
+            },
+        );
+        assert!(img.scram.is_empty());
     }
 }

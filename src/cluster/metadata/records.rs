@@ -165,6 +165,22 @@ pub enum MetadataRecord {
         broker_epoch: u64,
         next_producer_id: i64,
     },
+    /// A user's SCRAM credential for one mechanism, set or replaced (Kafka's
+    /// UserScramCredentialRecord; mechanism 1 is SCRAM-SHA-256, 2 SCRAM-SHA-512).
+    UserScramCredential {
+        name: String,
+        mechanism: i8,
+        salt: Vec<u8>,
+        stored_key: Vec<u8>,
+        server_key: Vec<u8>,
+        iterations: i32,
+    },
+    /// A user's SCRAM credential for one mechanism removed (Kafka's
+    /// RemoveUserScramCredentialRecord).
+    RemoveUserScramCredential {
+        name: String,
+        mechanism: i8,
+    },
 }
 
 impl MetadataRecord {
@@ -219,6 +235,18 @@ mod tests {
                 resource: ConfigResource::Broker(None),
                 name: "log.retention.ms".into(),
                 value: None,
+            },
+            MetadataRecord::UserScramCredential {
+                name: "alice".into(),
+                mechanism: 2,
+                salt: vec![1, 2],
+                stored_key: vec![3],
+                server_key: vec![4],
+                iterations: 4096,
+            },
+            MetadataRecord::RemoveUserScramCredential {
+                name: "alice".into(),
+                mechanism: 2,
             },
         ];
         for r in records {

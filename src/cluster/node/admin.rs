@@ -2,6 +2,8 @@
 //! decides and commits; the answer is given once this broker has applied the change, so a
 //! Metadata request that follows sees it.
 
+use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
+use crate::security::scram_store::{Deletion, Upsertion, UserResult};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -82,6 +84,68 @@ impl ClusterNode {
             });
         }
         out
+    }
+
+    /// AlterUserScramCredentials through the active controller; once it answered, waits
+    /// until this broker authenticates with the accepted changes.
+    pub async fn alter_scram(
+        &self,
+        deletions: Vec<Deletion>,
+        upsertions: Vec<Upsertion>,
+    ) -> Result<Vec<UserResult>, TopicError> {
+        let req = ControllerRequest::AlterScramCredentials {
+            deletions: deletions
+                .iter()
+                .map(|d| (d.user.clone(), d.mechanism))
+                .collect(),
+            upsertions: upsertions
+                .iter()
+                .map(|u| {
+                    let salted = u.salted_password.clone();
+                    (
+                        u.user.clone(),
+                        u.mechanism,
+                        u.iterations,
+                        u.salt.clone(),
+                        salted,
+                    )
+                })
+                .collect(),
+        };
+        let results = match self.call(req).await {
+            Ok(ControllerReply::Scram(r)) => r,
+            Ok(other) => {
+                return Err(TopicError::Storage(format!(
+                    "unexpected controller answer {other:?}"
+                )));
+            }
+            Err(e) => return Err(call_error(e)),
+        };
+        let accepted = |user: &str| results.iter().any(|r| r.0 == user && r.1 == 0);
+        let applied = |c: &ClusterNode| {
+            let Some(b) = c.broker() else { return false };
+            let store = &b.controller.scram;
+            deletions.iter().filter(|d| accepted(&d.user)).all(|d| {
+                ScramMechanism::from_code(d.mechanism)
+                    .is_none_or(|m| store.get(&d.user, m).is_none())
+            }) && upsertions.iter().filter(|u| accepted(&u.user)).all(|u| {
+                ScramMechanism::from_code(u.mechanism).is_none_or(|m| {
+                    store.get(&u.user, m)
+                        == Some(ScramCredential::from_salted(
+                            m,
+                            &u.salt,
+                            &u.salted_password,
+                            u.iterations,
+                        ))
+                })
+            })
+        };
+        if results.iter().any(|r| r.1 == 0) && !self.wait_applied(applied).await {
+            return Err(TopicError::Timeout(
+                "the credential change was not applied in time".into(),
+            ));
+        }
+        Ok(results)
     }
 
     /// Sends a request answered with one result per item, waiting for this broker to apply

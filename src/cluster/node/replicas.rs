@@ -94,6 +94,9 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
     if ctl.client_quotas.replace_all(quotas) {
         info!("client quotas changed");
     }
+    if ctl.scram.replace_all(img.scram.clone()) {
+        info!("SCRAM credentials changed");
+    }
     let defaults = if ctl.defaults().dynamic == dynamic {
         ctl.defaults()
     } else {

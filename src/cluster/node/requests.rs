@@ -65,10 +65,18 @@ pub enum ControllerRequest {
         change: VoterChange,
         timeout_ms: u64,
     },
+    /// AlterUserScramCredentials: deletions (user, mechanism) and upsertions (user,
+    /// mechanism, iterations, salt, salted password).
+    AlterScramCredentials {
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    },
 }
 
 /// (entity as (type, name) pairs, quota key, value; `None` deletes)
 pub type ClientQuotaChange = (Vec<(String, Option<String>)>, String, Option<String>);
+/// A SCRAM credential to set: (user, mechanism, iterations, salt, salted password).
+pub type ScramUpsertion = (String, i8, i32, Vec<u8>, Vec<u8>);
 
 /// (topic, new total count, manual assignments of the new partitions)
 pub type NewPartitions = (String, i32, Option<Vec<Vec<i32>>>);
@@ -92,6 +100,8 @@ pub enum ControllerReply {
     /// UpdateFeatures: Kafka's error message for the first update refused.
     Features(Result<(), String>),
     Voters(Result<(), VoterChangeError>),
+    /// AlterUserScramCredentials: (user, error code, message) per user.
+    Scram(Vec<(String, i16, Option<String>)>),
 }
 
 /// The metadata quorum as its leader sees it.

@@ -307,6 +307,13 @@ impl Service {
                 })
                 .await?,
             ),
+            ControllerRequest::AlterScramCredentials {
+                deletions,
+                upsertions,
+            } => ControllerReply::Scram(
+                self.decide(|_, img, _| scram_records(img, &deletions, &upsertions))
+                    .await?,
+            ),
             ControllerRequest::UnregisterBroker(id) => ControllerReply::Done(vec![
                 self.decide(|active, img, _| match active.unregister(img, id) {
                     Ok((records, ())) => (records, Ok(())),
@@ -439,6 +446,59 @@ fn unclean_elections(img: &MetadataImage, topic: &str) -> Vec<MetadataRecord> {
 }
 
 /// Decides each item on the image as the previous items' records leave it.
+/// Kafka's ScramControlManager on the image: the accepted changes as records, one result per
+/// user.
+fn scram_records(
+    img: &MetadataImage,
+    deletions: &[(String, i8)],
+    upsertions: &[super::requests::ScramUpsertion],
+) -> (
+    Vec<MetadataRecord>,
+    Vec<crate::security::scram_store::UserResult>,
+) {
+    use crate::security::scram_store::{Change, Deletion, Upsertion, plan_alter};
+    let deletions: Vec<Deletion> = deletions
+        .iter()
+        .map(|(user, mechanism)| Deletion {
+            user: user.clone(),
+            mechanism: *mechanism,
+        })
+        .collect();
+    let upsertions: Vec<Upsertion> = upsertions
+        .iter()
+        .map(|(user, mechanism, iterations, salt, salted)| Upsertion {
+            user: user.clone(),
+            mechanism: *mechanism,
+            iterations: *iterations,
+            salt: salt.clone(),
+            salted_password: salted.clone(),
+        })
+        .collect();
+    let (changes, results) = plan_alter(&img.scram, &deletions, &upsertions);
+    let records = changes
+        .into_iter()
+        .map(|c| match c {
+            Change::Upsert {
+                user,
+                mech,
+                credential,
+            } => MetadataRecord::UserScramCredential {
+                name: user,
+                mechanism: mech.code(),
+                salt: credential.salt,
+                stored_key: credential.stored_key,
+                server_key: credential.server_key,
+                iterations: credential.iterations,
+            },
+            Change::Delete { user, mech } => MetadataRecord::RemoveUserScramCredential {
+                name: user,
+                mechanism: mech.code(),
+            },
+        })
+        .collect();
+    (records, results)
+}
+
 fn each<I>(
     img: &MetadataImage,
     items: &[I],
