@@ -34,6 +34,8 @@ pub struct Broker {
     pub cluster: OnceLock<Arc<ClusterNode>>,
     /// The log cleaner (compacted topics), its threads started by `spawn_background`.
     pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
+    /// Request, traffic and connection counters (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Broker {
@@ -56,6 +58,9 @@ impl Broker {
             std::fs::remove_file(&old_state_file)?;
         }
         let clustered = config.cluster.is_some();
+        let metrics = Arc::new(crate::metrics::Metrics::new(
+            config.listeners.iter().map(|l| l.name.clone()),
+        ));
         let cleaner = controller.cleaner.clone();
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
@@ -80,6 +85,7 @@ impl Broker {
                 peers: Default::default(),
                 cluster: OnceLock::new(),
                 cleaner,
+                metrics,
             }
         });
         let me = Arc::downgrade(&broker);

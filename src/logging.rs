@@ -30,10 +30,13 @@ pub const LOGGERS: &[&str] = &[
     "sluice::cluster",
     "sluice::config",
     "sluice::group",
+    "sluice::http",
     "sluice::log",
     "sluice::logging",
+    "sluice::metrics",
     "sluice::net",
     "sluice::producer",
+    "sluice::security",
     "sluice::share",
     "sluice::txn",
 ];

@@ -6,6 +6,8 @@
 //! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
@@ -108,6 +110,13 @@ async fn run(config: BrokerConfig) -> i32 {
         Ok(l) => l,
         Err(e) => fail(&format!("{e:#}")),
     };
+    let http = match &config.http_listener {
+        Some(l) => match sluice::http::bind(l).await {
+            Ok(sock) => Some(sock),
+            Err(e) => fail(&format!("{e:#}")),
+        },
+        None => None,
+    };
     // A cluster node starts its quorum first: the cluster id it agrees on goes into the log
     // dirs' meta.properties.
     let quorum = match &config.cluster {
@@ -151,6 +160,25 @@ async fn run(config: BrokerConfig) -> i32 {
         .collect();
     broker.spawn_background();
     let mut tasks = Vec::new();
+    let serving = Arc::new(AtomicBool::new(false));
+    let http_addr = http.as_ref().and_then(|s| s.local_addr().ok());
+    if let Some(sock) = http {
+        let state = sluice::http::HttpState {
+            broker: broker.clone(),
+            serving: serving.clone(),
+        };
+        tasks.push(tokio::spawn(sluice::http::serve(sock, state)));
+    }
+    {
+        // Ready once the listeners accept: in a cluster, after catching up (as they wait).
+        let (broker, serving) = (broker.clone(), serving.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Some(node) = broker.cluster.get() {
+                node.caught_up().await;
+            }
+            serving.store(true, Ordering::Release);
+        }));
+    }
     for (l, conf) in listeners.into_iter().zip(&broker.config.listeners) {
         let broker = broker.clone();
         let name: std::sync::Arc<str> = std::sync::Arc::from(conf.name.as_str());
@@ -174,8 +202,9 @@ async fn run(config: BrokerConfig) -> i32 {
         .iter()
         .map(|d| d.display().to_string())
         .collect();
+    let http_line = http_addr.map_or_else(String::new, |a| format!(", http server http://{a}"));
     info!(
-        "sluice {} started: node id {}, cluster id {}, data dirs {}, listeners {}, advertised listeners {}",
+        "sluice {} started: node id {}, cluster id {}, data dirs {}, listeners {}, advertised listeners {}{http_line}",
         env!("CARGO_PKG_VERSION"),
         broker.node_id(),
         broker.controller.cluster_id,

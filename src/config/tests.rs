@@ -365,3 +365,27 @@ fn a_broker_only_node_may_find_the_controllers_through_bootstrap_servers() {
     let e = err(cluster_node(&bad));
     assert!(e.contains("\"nohost\" is not host:port"), "{e}");
 }
+
+#[test]
+fn http_server_listener_is_off_by_default_and_parsed() {
+    assert_eq!(cfg(&[]).unwrap().http_listener, None);
+    let c = cfg(&[("sluice.http.server.listeners", "http://127.0.0.1:8090")]).unwrap();
+    let l = c.http_listener.unwrap();
+    assert_eq!((l.host.as_str(), l.port), ("127.0.0.1", 8090));
+    assert_eq!(l.bind_addr(), "127.0.0.1:8090");
+    let c = cfg(&[("sluice.http.server.listeners", "http://[::1]:1")]).unwrap();
+    assert_eq!(c.http_listener.unwrap().bind_addr(), "[::1]:1");
+    assert!(c.no_effect.is_empty());
+    for bad in [
+        "127.0.0.1:8090",
+        "http://h",
+        "http://h:x",
+        "http://a:1,http://b:2",
+    ] {
+        let e = err(cfg(&[("sluice.http.server.listeners", bad)]));
+        assert!(
+            e.starts_with("--override: sluice.http.server.listeners: "),
+            "{e}"
+        );
+    }
+}

@@ -24,6 +24,7 @@ const READ_AHEAD: usize = 64;
 pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
     let peer = stream.peer_addr().ok();
     let session = Session::anonymous(peer, &listener);
+    let _counted = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
@@ -31,6 +32,7 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
     let reader = tokio::spawn(read_frames(rd, max, tx));
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
+        let started = std::time::Instant::now();
         // A second handle on the frame (a reference count), for the log line if it fails.
         match api::dispatch_from(&broker, frame.clone(), &session).await {
             Ok(Some(resp)) => writer.queue(resp),
@@ -59,6 +61,10 @@ pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
             debug!(?peer, "write failed: {e}");
             reader.abort();
             return;
+        }
+        let head = api::FrameHead::peek(&frame[..frame.len().min(4)]);
+        if let (Some(key), Some(version)) = (head.api_key, head.version) {
+            broker.metrics.request(key, version, started.elapsed());
         }
     }
     // The reader has stopped: end of stream, a read error, or a frame it would not read.
