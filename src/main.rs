@@ -6,7 +6,6 @@
 //! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -110,9 +109,14 @@ async fn run(config: BrokerConfig) -> i32 {
         Ok(l) => l,
         Err(e) => fail(&format!("{e:#}")),
     };
-    let http = match &config.http_listener {
+    let http = sluice::http::HttpState::default();
+    let http_addr = match &config.http_listener {
         Some(l) => match sluice::http::bind(l).await {
-            Ok(sock) => Some(sock),
+            Ok(sock) => {
+                let addr = sock.local_addr().ok();
+                tokio::spawn(sluice::http::serve(sock, http.clone()));
+                addr
+            }
             Err(e) => fail(&format!("{e:#}")),
         },
         None => None,
@@ -139,7 +143,7 @@ async fn run(config: BrokerConfig) -> i32 {
     if config.cluster.as_ref().is_some_and(|cc| !cc.roles.broker) {
         let q = quorum.expect("a cluster node has a quorum");
         let id = cluster_id.expect("the quorum agreed on a cluster id");
-        return run_controller_only(&config, q, id, &mut signals).await;
+        return run_controller_only(&config, q, id, &mut signals, &http.serving).await;
     }
     let broker = match Broker::open(config, cluster_id.as_deref()) {
         Ok(b) => b,
@@ -160,18 +164,10 @@ async fn run(config: BrokerConfig) -> i32 {
         .collect();
     broker.spawn_background();
     let mut tasks = Vec::new();
-    let serving = Arc::new(AtomicBool::new(false));
-    let http_addr = http.as_ref().and_then(|s| s.local_addr().ok());
-    if let Some(sock) = http {
-        let state = sluice::http::HttpState {
-            broker: broker.clone(),
-            serving: serving.clone(),
-        };
-        tasks.push(tokio::spawn(sluice::http::serve(sock, state)));
-    }
+    let _ = http.broker.set(broker.clone());
     {
         // Ready once the listeners accept: in a cluster, after catching up (as they wait).
-        let (broker, serving) = (broker.clone(), serving.clone());
+        let (broker, serving) = (broker.clone(), http.serving.clone());
         tasks.push(tokio::spawn(async move {
             if let Some(node) = broker.cluster.get() {
                 node.caught_up().await;
@@ -258,6 +254,7 @@ async fn run_controller_only(
     q: node::QuorumHandle,
     cluster_id: String,
     signals: &mut Signals,
+    serving: &AtomicBool,
 ) -> i32 {
     let _locks = match sluice::cluster::controller::claim_controller_dirs(config, &cluster_id) {
         Ok(l) => l,
@@ -276,6 +273,7 @@ async fn run_controller_only(
     );
     let stop = tokio_util::sync::CancellationToken::new();
     let run = tokio::spawn(node::run_controller_only(q, cc.clone(), stop.clone()));
+    serving.store(true, Ordering::Release);
     signals.recv().await;
     info!("shutting down");
     stop.cancel();

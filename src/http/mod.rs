@@ -1,13 +1,15 @@
 //! The HTTP server (`sluice.http.server.listeners`, off by default): `GET /metrics`
 //! (Prometheus text format, see `metrics::scrape`), `GET /health` (the process serves) and
-//! `GET /ready` (this broker serves clients: 200, else 503).
+//! `GET /ready` (this node serves: 200, else 503). It serves from start-up on, before the
+//! broker is open (a cluster node waits for its quorum first): `/health` answers at once,
+//! `/ready` and `/metrics` 503 until there is a broker to read.
 //!
 //! axum on the broker's tokio runtime: routes are plain functions over [`HttpState`], so
 //! more pages (a web console) are added by merging their `Router` into [`router`]'s.
 //! Nothing here holds state of its own: every answer is read from the broker's owners.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -20,12 +22,14 @@ use tokio::net::TcpListener;
 use crate::broker::Broker;
 use crate::config::HttpListener;
 
-/// What the handlers read.
-#[derive(Clone)]
+/// What the handlers read; `main` is the only writer of both.
+#[derive(Clone, Default)]
 pub struct HttpState {
-    pub broker: Arc<Broker>,
-    /// Set once the client listeners accept connections (in a cluster: once this broker
-    /// caught up with the metadata log and was unfenced); written by `main` only.
+    /// Set once the broker is open (never on a controller-only node).
+    pub broker: Arc<OnceLock<Arc<Broker>>>,
+    /// Set once the node serves: the client listeners accept connections (in a cluster,
+    /// once this broker caught up with the metadata log and was unfenced), or a
+    /// controller-only node runs its controller.
     pub serving: Arc<AtomicBool>,
 }
 
@@ -53,15 +57,14 @@ pub async fn serve(listener: TcpListener, state: HttpState) {
     }
 }
 
-async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
-    let body = crate::metrics::scrape::render(&s.broker).await;
-    (
-        [(
-            header::CONTENT_TYPE,
-            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
-        )],
-        body,
-    )
+async fn metrics(State(s): State<HttpState>) -> axum::response::Response {
+    let Some(broker) = s.broker.get() else {
+        let why = "no broker on this node (yet)\n";
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    };
+    let body = crate::metrics::scrape::render(broker).await;
+    let content_type = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 async fn health() -> &'static str {
@@ -84,8 +87,9 @@ fn not_ready(s: &HttpState) -> Option<String> {
     if !s.serving.load(Ordering::Acquire) {
         return Some("the listeners do not accept connections yet".to_string());
     }
-    let c = s.broker.cluster()?;
-    let id = s.broker.node_id();
+    let broker = s.broker.get()?;
+    let c = broker.cluster()?;
+    let id = broker.node_id();
     match c.image().brokers.get(&id) {
         None => Some(format!("broker {id} is not registered")),
         Some(b) if b.fenced => Some(format!("broker {id} is fenced")),

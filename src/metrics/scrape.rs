@@ -8,7 +8,8 @@
 //! (`kafka_network_requestmetrics_totaltimems_bucket/_sum/_count{request}`) where the exporter
 //! gives quantile gauges and `_count`. Consumer lag is named as kafka_exporter names it
 //! (`kafka_consumergroup_lag{consumergroup,topic,partition}`), which Kafka's brokers do not
-//! export.
+//! export. Kafka metrics (not Yammer) are named as the exporter's rules in the suite name
+//! them: `kafka_server_<type>_<attribute>` with `-` as `_`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -61,7 +62,9 @@ impl Metrics {
             }
             let l = &self.latency[k];
             let count = l.count.load(Ordering::Relaxed);
-            if count > 0 {
+            // Every served API has its histogram from the start, as Kafka registers one per
+            // request type.
+            if count > 0 || crate::api::lookup(k as i16).is_some() {
                 let buckets = LATENCY_BUCKETS_MS
                     .iter()
                     .chain(&[f64::INFINITY])
@@ -129,8 +132,9 @@ struct Scrape {
     global_partitions: u64,
     isr_shrinks: u64,
     isr_expands: u64,
-    /// Classic groups by Kafka's state name, and their total.
-    classic_groups: Vec<(&'static str, u64)>,
+    /// (group type: "classic" or "consumer", Kafka's name of its state) of every group
+    /// coordinated here.
+    groups: Vec<(&'static str, &'static str)>,
     lag: Vec<LagRow>,
     /// (listener, open connections, connections accepted).
     connections: Vec<(Arc<str>, i64, u64)>,
@@ -201,12 +205,10 @@ async fn gather(b: &Arc<Broker>) -> Scrape {
             Some(_) => (false, 0, 0, 0),
         };
     let listed = b.groups.list().await;
-    let classic_groups = classic_group_counts(
-        listed
-            .iter()
-            .filter(|g| g.group_type == "classic")
-            .map(|g| g.state_name),
-    );
+    let groups = listed
+        .iter()
+        .map(|g| (g.group_type, g.state_name))
+        .collect();
     let mut lag = Vec::new();
     for g in &listed {
         let Ok(offsets) = b.groups.fetch_offsets(&g.group_id, None, false).await else {
@@ -244,7 +246,7 @@ async fn gather(b: &Arc<Broker>) -> Scrape {
         global_partitions,
         isr_shrinks: super::ISR_SHRINKS.load(Ordering::Relaxed),
         isr_expands: super::ISR_EXPANDS.load(Ordering::Relaxed),
-        classic_groups,
+        groups,
         lag,
         connections: m
             .listeners
@@ -260,26 +262,30 @@ async fn gather(b: &Arc<Broker>) -> Scrape {
     }
 }
 
-/// Kafka's `GroupMetadataManager` gauges: classic groups by state (Kafka's state names as
-/// ListGroups gives them), the total under "".
-fn classic_group_counts<'a>(states: impl Iterator<Item = &'a str>) -> Vec<(&'static str, u64)> {
-    const GAUGES: [(&str, &str); 5] = [
-        ("PreparingRebalance", "numgroupspreparingrebalance"),
-        ("CompletingRebalance", "numgroupscompletingrebalance"),
-        ("Stable", "numgroupsstable"),
-        ("Dead", "numgroupsdead"),
-        ("Empty", "numgroupsempty"),
-    ];
-    let mut counts: Vec<(&'static str, u64)> = GAUGES.iter().map(|(_, n)| (*n, 0)).collect();
-    let mut total = 0;
-    for s in states {
-        total += 1;
-        if let Some(i) = GAUGES.iter().position(|(state, _)| *state == s) {
-            counts[i].1 += 1;
-        }
-    }
-    counts.push(("numgroups", total));
-    counts
+/// The states Kafka's group coordinator counts groups in, per group type.
+const GROUP_STATES: [(&str, &[&str]); 2] = [
+    (
+        "classic",
+        &[
+            "PreparingRebalance",
+            "CompletingRebalance",
+            "Stable",
+            "Dead",
+            "Empty",
+        ],
+    ),
+    (
+        "consumer",
+        &["Empty", "Assigning", "Reconciling", "Stable", "Dead"],
+    ),
+];
+
+/// Groups of `group_type` in `state` ("": in any state).
+fn count_groups(groups: &[(&str, &str)], group_type: &str, state: &str) -> i64 {
+    groups
+        .iter()
+        .filter(|(t, s)| *t == group_type && (state.is_empty() || *s == state))
+        .count() as i64
 }
 
 fn api_name(key: i16) -> String {
@@ -494,12 +500,47 @@ impl Collector for Scrape {
         for (name, help, v) in isr {
             counters(e, name, help, [(Vec::new(), v)])?;
         }
-        for (gauge, n) in &self.classic_groups {
+        // Kafka 4's group coordinator metrics (`group-coordinator-metrics`).
+        gauges(
+            e,
+            "kafka_server_group_coordinator_metrics_group_count",
+            "Groups coordinated here, by protocol (group-coordinator-metrics group-count).",
+            GROUP_STATES.iter().map(|(t, _)| {
+                (
+                    vec![("protocol", t.to_string())],
+                    count_groups(&self.groups, t, ""),
+                )
+            }),
+        )?;
+        for (t, states) in GROUP_STATES {
             gauges(
                 e,
-                &format!("kafka_coordinator_group_groupmetadatamanager_{gauge}"),
-                "Classic groups coordinated here, by state (GroupMetadataManager).",
-                one(*n as i64),
+                &format!("kafka_server_group_coordinator_metrics_{t}_group_count"),
+                "Groups coordinated here by state (group-coordinator-metrics).",
+                states.iter().map(|st| {
+                    (
+                        vec![("state", st.to_string())],
+                        count_groups(&self.groups, t, st),
+                    )
+                }),
+            )?;
+        }
+        // The classic coordinator's `GroupMetadataManager` gauges, which older dashboards read.
+        gauges(
+            e,
+            "kafka_coordinator_group_groupmetadatamanager_numgroups",
+            "Classic groups coordinated here (GroupMetadataManager NumGroups).",
+            one(count_groups(&self.groups, "classic", "")),
+        )?;
+        for st in GROUP_STATES[0].1 {
+            gauges(
+                e,
+                &format!(
+                    "kafka_coordinator_group_groupmetadatamanager_numgroups{}",
+                    st.to_ascii_lowercase()
+                ),
+                "Classic groups coordinated here in this state (GroupMetadataManager).",
+                one(count_groups(&self.groups, "classic", st)),
             )?;
         }
         let lag_rows = |f: fn(&LagRow) -> i64| {
@@ -551,12 +592,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn classic_groups_are_counted_by_state() {
-        let c = classic_group_counts(["Stable", "Empty", "Stable", "Unknown"].into_iter());
-        let get = |n: &str| c.iter().find(|(g, _)| *g == n).map(|(_, v)| *v);
-        assert_eq!(get("numgroupsstable"), Some(2));
-        assert_eq!(get("numgroupsempty"), Some(1));
-        assert_eq!(get("numgroupsdead"), Some(0));
-        assert_eq!(get("numgroups"), Some(4));
+    fn groups_are_counted_by_type_and_state() {
+        let g = [
+            ("classic", "Stable"),
+            ("classic", "Empty"),
+            ("consumer", "Stable"),
+            ("classic", "Stable"),
+        ];
+        assert_eq!(count_groups(&g, "classic", "Stable"), 2);
+        assert_eq!(count_groups(&g, "classic", ""), 3);
+        assert_eq!(count_groups(&g, "consumer", "Stable"), 1);
+        assert_eq!(count_groups(&g, "consumer", "Empty"), 0);
     }
 }
