@@ -194,6 +194,13 @@ fn shipped_config_is_the_zero_config() {
     let c = BrokerConfig::from_settings(parse_properties(&text, &path).unwrap()).unwrap();
     let zero = cfg(&[]).unwrap();
     assert!(c.no_effect.is_empty(), "{:?}", c.no_effect);
+    // The one difference: the shipped file turns the HTTP server on.
+    assert_eq!(zero.http_listener, None);
+    let http = c
+        .http_listener
+        .clone()
+        .expect("the shipped file turns the HTTP server on");
+    assert_eq!(http.bind_addr(), "localhost:8090");
     for k in keys::ACTED {
         assert_eq!(c.raw.get(*k), zero.raw.get(*k), "{k}");
         assert!(!c.is_explicitly_set(k), "{k} differs from the default");
