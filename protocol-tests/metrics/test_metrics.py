@@ -274,6 +274,52 @@ def health_ready():
     check(status == 200, "/ready answered %d %r" % (status, body))
     status, _ = get("/no-such-page")
     check(status == 404, "/no-such-page answered %d" % status)
+    lone_cluster_node_is_not_ready()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lone_cluster_node_is_not_ready():
+    """Node 1 of a two-voter cluster whose other voter never starts: its quorum cannot form,
+    so it serves /health but answers /ready and /metrics 503."""
+    import subprocess
+    import tempfile
+    client, controller, other, http = free_port(), free_port(), free_port(), free_port()
+    d = tempfile.mkdtemp(dir=os.environ.get("SUITE_TMP"))
+    sets = {
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:%d,2@127.0.0.1:%d" % (controller, other),
+        "listeners": "PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d" % (client, controller),
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": d + "/data", "metadata.log.dir": d + "/meta",
+        "sluice.http.server.listeners": "http://127.0.0.1:%d" % http,
+    }
+    args = [os.environ["SLUICE_BIN"]]
+    for k, v in sets.items():
+        args += ["--override", "%s=%s" % (k, v)]
+    with open(d + "/node.log", "w") as log:
+        node = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = "http://127.0.0.1:%d" % http
+
+        def status(path):
+            try:
+                with urllib.request.urlopen(url + path, timeout=5) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        wait_until(lambda: status("/health") == 200, 20, "the lone node's /health")
+        check(status("/ready") == 503, "the lone node's /ready is not 503")
+        check(status("/metrics") == 503, "the lone node's /metrics is not 503")
+    finally:
+        # SIGKILL: a node still waiting for its quorum does not act on SIGTERM yet.
+        node.kill()
+        node.wait(15)
 
 
 if __name__ == "__main__":
