@@ -36,6 +36,8 @@ pub struct Broker {
     pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
     /// The per-client quota rates (the quotas themselves are the controller's).
     pub quotas: crate::quota::QuotaManager,
+    /// Request, traffic and connection counters (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Broker {
@@ -58,6 +60,9 @@ impl Broker {
             std::fs::remove_file(&old_state_file)?;
         }
         let clustered = config.cluster.is_some();
+        let metrics = Arc::new(crate::metrics::Metrics::new(
+            config.listeners.iter().map(|l| l.name.clone()),
+        ));
         let cleaner = controller.cleaner.clone();
         let quotas = crate::quota::QuotaManager::new(
             controller.client_quotas.clone(),
@@ -90,6 +95,7 @@ impl Broker {
                 cluster: OnceLock::new(),
                 cleaner,
                 quotas,
+                metrics,
             }
         });
         let me = Arc::downgrade(&broker);

@@ -6,6 +6,7 @@
 //! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
@@ -113,6 +114,18 @@ async fn run(config: BrokerConfig) -> i32 {
         Ok(l) => l,
         Err(e) => fail(&format!("{e:#}")),
     };
+    let http = sluice::http::HttpState::default();
+    let http_addr = match &config.http_listener {
+        Some(l) => match sluice::http::bind(l).await {
+            Ok(sock) => {
+                let addr = sock.local_addr().ok();
+                tokio::spawn(sluice::http::serve(sock, http.clone()));
+                addr
+            }
+            Err(e) => fail(&format!("{e:#}")),
+        },
+        None => None,
+    };
     // A cluster node starts its quorum first: the cluster id it agrees on goes into the log
     // dirs' meta.properties.
     let quorum = match &config.cluster {
@@ -135,7 +148,7 @@ async fn run(config: BrokerConfig) -> i32 {
     if config.cluster.as_ref().is_some_and(|cc| !cc.roles.broker) {
         let q = quorum.expect("a cluster node has a quorum");
         let id = cluster_id.expect("the quorum agreed on a cluster id");
-        return run_controller_only(&config, q, id, &mut signals).await;
+        return run_controller_only(&config, q, id, &mut signals, &http.serving).await;
     }
     let broker = match Broker::open(config, cluster_id.as_deref()) {
         Ok(b) => b,
@@ -156,6 +169,17 @@ async fn run(config: BrokerConfig) -> i32 {
         .collect();
     broker.spawn_background();
     let mut tasks = Vec::new();
+    let _ = http.broker.set(broker.clone());
+    {
+        // Ready once the listeners accept: in a cluster, after catching up (as they wait).
+        let (broker, serving) = (broker.clone(), http.serving.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Some(node) = broker.cluster.get() {
+                node.caught_up().await;
+            }
+            serving.store(true, Ordering::Release);
+        }));
+    }
     for ((l, conf), tls) in listeners.into_iter().zip(&broker.config.listeners).zip(tls) {
         let broker = broker.clone();
         let name: std::sync::Arc<str> = std::sync::Arc::from(conf.name.as_str());
@@ -179,8 +203,9 @@ async fn run(config: BrokerConfig) -> i32 {
         .iter()
         .map(|d| d.display().to_string())
         .collect();
+    let http_line = http_addr.map_or_else(String::new, |a| format!(", http server http://{a}"));
     info!(
-        "sluice {} started: node id {}, cluster id {}, data dirs {}, listeners {}, advertised listeners {}",
+        "sluice {} started: node id {}, cluster id {}, data dirs {}, listeners {}, advertised listeners {}{http_line}",
         env!("CARGO_PKG_VERSION"),
         broker.node_id(),
         broker.controller.cluster_id,
@@ -234,6 +259,7 @@ async fn run_controller_only(
     q: node::QuorumHandle,
     cluster_id: String,
     signals: &mut Signals,
+    serving: &AtomicBool,
 ) -> i32 {
     let _locks = match sluice::cluster::controller::claim_controller_dirs(config, &cluster_id) {
         Ok(l) => l,
@@ -252,6 +278,7 @@ async fn run_controller_only(
     );
     let stop = tokio_util::sync::CancellationToken::new();
     let run = tokio::spawn(node::run_controller_only(q, cc.clone(), stop.clone()));
+    serving.store(true, Ordering::Release);
     signals.recv().await;
     info!("shutting down");
     stop.cancel();

@@ -363,8 +363,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 t.partitions.clear();
             }
             for (w, out) in wanted.iter().zip(outs) {
+                if let (None, Ok(p), Some((_, _, len))) = (replica, &w.partition, &out.records) {
+                    b.metrics.fetched(&p.stats, *len as u64);
+                }
                 topics[w.topic].partitions.push(out);
             }
+            let codes = topics.iter().flat_map(|t| &t.partitions);
+            let codes = std::iter::once(0).chain(codes.map(|p| p.error_code));
+            b.metrics.errors(ctx.api_key as i16, codes);
             let endpoints = add_leader_hints(&b, &mut topics, v);
             let resp = encode_response(&ctx, 0, 0, &topics, &endpoints)?;
             // A consumer over its byte-rate quota gets an empty answer with the throttle

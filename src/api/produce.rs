@@ -204,6 +204,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             let append_time = eff.log_append_time.then(now_ms);
             match p.append_with_acks(&mut scratch, append_time, eff.max_message_bytes, acks) {
                 Ok(a) => {
+                    let (bytes, records) = (a.info.size_bytes as u64, a.info.record_count);
+                    b.metrics.produced(&p.stats, bytes, records);
                     let mut r = partition_result(pd.index, 0);
                     r.base_offset = a.info.first_offset;
                     r.log_append_time_ms = a.info.log_append_time;
@@ -246,6 +248,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     if v >= 10 {
         add_leader_hints(&b, &mut resp);
     }
+    let codes = resp.responses.iter().flat_map(|t| &t.partition_responses);
+    b.metrics
+        .errors(ctx.api_key as i16, codes.map(|p| p.error_code));
     resp.throttle_time_ms = throttle as i32;
     let mut out = super::respond(&ctx, &resp)?;
     if let Some(r) = &mut out {

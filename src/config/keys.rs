@@ -259,6 +259,18 @@ pub const ACTED: &[&str] = &[
     "unclean.leader.election.enable",
 ];
 
+/// Properties only Sluice has, prefixed `sluice.` (as vendors prefix theirs, e.g. Confluent
+/// Server's `confluent.http.server.listeners`) so that no Kafka property can ever collide:
+/// acted on, typed and defaulted like Kafka's own. config/server.properties documents each.
+pub static SLUICE_KEYS: &[KafkaKey] = &[
+    // The HTTP server (`/metrics`, `/health`, `/ready`): `http://host:port`; empty is off.
+    KafkaKey {
+        name: "sluice.http.server.listeners",
+        ty: KafkaType::List,
+        default: Some(""),
+    },
+];
+
 /// Sluice's built-in defaults where they differ from Kafka's built-in ones. A broker started
 /// without a config file is a development broker on one machine, so these are the values of
 /// Kafka's own single-node `config/server.properties` where it sets them, and otherwise
@@ -353,6 +365,9 @@ pub enum Treatment {
 /// `listener.name.<l>.<mechanism>.sasl.jaas.config`). Returns the property it names and
 /// how Sluice treats it; None if Kafka does not know the key.
 pub fn lookup(key: &str, listener_names: &[String]) -> Option<(&'static KafkaKey, Treatment)> {
+    if let Some(k) = SLUICE_KEYS.iter().find(|k| k.name == key) {
+        return Some((k, Treatment::Acted));
+    }
     let keys = kafka_keys();
     if let Some(k) = keys.get(key) {
         let t = if ACTED.contains(&k.name) {
@@ -411,6 +426,12 @@ pub fn default_of(key: &str) -> Option<&'static str> {
         .iter()
         .find(|(k, _)| *k == key)
         .map(|(_, v)| *v)
+        .or_else(|| {
+            SLUICE_KEYS
+                .iter()
+                .find(|k| k.name == key)
+                .and_then(|k| k.default)
+        })
         .or_else(|| kafka_keys().get(key).and_then(|k| k.default))
 }
 
@@ -439,6 +460,10 @@ mod tests {
         }
         for (k, _) in SLUICE_DEFAULTS {
             assert!(keys.contains_key(k), "SLUICE_DEFAULTS names {k}");
+        }
+        for k in SLUICE_KEYS {
+            assert!(k.name.starts_with("sluice."), "{}", k.name);
+            assert!(!keys.contains_key(k.name), "{} is a Kafka key", k.name);
         }
         for (k, _, _) in NOT_YET {
             assert!(keys.contains_key(k), "NOT_YET names {k}");

@@ -36,13 +36,13 @@ pub struct Listener {
 
 impl Listener {
     pub fn bind_addr(&self) -> String {
-        let host = if self.host.is_empty() {
-            "0.0.0.0"
-        } else {
-            &self.host
-        };
-        format_host_port(host, self.port)
+        bind_addr(&self.host, self.port)
     }
+}
+
+/// The address to bind for `host` (empty: all interfaces) and `port`.
+fn bind_addr(host: &str, port: u16) -> String {
+    format_host_port(if host.is_empty() { "0.0.0.0" } else { host }, port)
 }
 
 impl std::fmt::Display for Listener {
@@ -108,6 +108,9 @@ pub struct BrokerConfig {
     pub producer_id_expiration_check_interval_ms: u64,
     /// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`).
     pub txn: TxnSettings,
+    /// `sluice.http.server.listeners`: where the HTTP server (metrics, health) listens; None
+    /// when it is off (the default).
+    pub http_listener: Option<HttpListener>,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
     /// The SASL settings of each `SASL_PLAINTEXT` listener, by listener name.
@@ -122,6 +125,49 @@ pub struct BrokerConfig {
     /// The settings this configuration was built from, in order (config file, overrides);
     /// dynamic broker configs are laid over them by [`BrokerConfig::with_dynamic`].
     settings: Vec<Setting>,
+}
+
+/// The HTTP server's address, from `http://host:port` (an empty host binds all interfaces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpListener {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HttpListener {
+    pub fn bind_addr(&self) -> String {
+        bind_addr(&self.host, self.port)
+    }
+
+    fn parse(p: &Props) -> Result<Option<HttpListener>> {
+        let key = "sluice.http.server.listeners";
+        let items: Vec<&str> = p
+            .get(key)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let item = match items[..] {
+            [] => return Ok(None),
+            [one] => one,
+            _ => return Err(p.err(key, "one listener only (http://host:port)")),
+        };
+        let Some(rest) = item.strip_prefix("http://") else {
+            return Err(p.err(key, format!("{item:?} is not of the form http://host:port")));
+        };
+        let (host, port) = match rest.strip_prefix('[') {
+            Some(r) => r.split_once("]:"),
+            None => rest.rsplit_once(':'),
+        }
+        .ok_or_else(|| p.err(key, format!("{item:?} has no port")))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| p.err(key, format!("{item:?} has an invalid port {port:?}")))?;
+        Ok(Some(HttpListener {
+            host: host.to_string(),
+            port,
+        }))
+    }
 }
 
 /// The consumer group protocol's settings (`group.consumer.*`), checked as Kafka's
@@ -613,6 +659,7 @@ impl BrokerConfig {
                 )?,
                 verification: p.boolean("transaction.partition.verification.enable")?,
             },
+            http_listener: HttpListener::parse(&p)?,
             cluster,
             sasl,
             no_effect,

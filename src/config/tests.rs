@@ -197,6 +197,13 @@ fn shipped_config_is_the_zero_config() {
     let c = BrokerConfig::from_settings(parse_properties(&text, &path).unwrap()).unwrap();
     let zero = cfg(&[]).unwrap();
     assert!(c.no_effect.is_empty(), "{:?}", c.no_effect);
+    // The one difference: the shipped file turns the HTTP server on.
+    assert_eq!(zero.http_listener, None);
+    let http = c
+        .http_listener
+        .clone()
+        .expect("the shipped file turns the HTTP server on");
+    assert_eq!(http.bind_addr(), "localhost:8090");
     for k in keys::ACTED {
         assert_eq!(c.raw.get(*k), zero.raw.get(*k), "{k}");
         assert!(!c.is_explicitly_set(k), "{k} differs from the default");
@@ -367,4 +374,28 @@ fn a_broker_only_node_may_find_the_controllers_through_bootstrap_servers() {
     bad[4].1 = "nohost";
     let e = err(cluster_node(&bad));
     assert!(e.contains("\"nohost\" is not host:port"), "{e}");
+}
+
+#[test]
+fn http_server_listener_is_off_by_default_and_parsed() {
+    assert_eq!(cfg(&[]).unwrap().http_listener, None);
+    let c = cfg(&[("sluice.http.server.listeners", "http://127.0.0.1:8090")]).unwrap();
+    let l = c.http_listener.unwrap();
+    assert_eq!((l.host.as_str(), l.port), ("127.0.0.1", 8090));
+    assert_eq!(l.bind_addr(), "127.0.0.1:8090");
+    let c = cfg(&[("sluice.http.server.listeners", "http://[::1]:1")]).unwrap();
+    assert_eq!(c.http_listener.unwrap().bind_addr(), "[::1]:1");
+    assert!(c.no_effect.is_empty());
+    for bad in [
+        "127.0.0.1:8090",
+        "http://h",
+        "http://h:x",
+        "http://a:1,http://b:2",
+    ] {
+        let e = err(cfg(&[("sluice.http.server.listeners", bad)]));
+        assert!(
+            e.starts_with("--override: sluice.http.server.listeners: "),
+            "{e}"
+        );
+    }
 }

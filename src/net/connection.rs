@@ -51,6 +51,7 @@ pub trait Sink: Send + 'static {
 pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
     let peer = stream.peer_addr().ok();
     let session = Session::anonymous(peer, &listener);
+    let _counted = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     run(rd, wr, session, broker).await;
@@ -95,6 +96,7 @@ where
                 return;
             }
         }
+        let started = std::time::Instant::now();
         // A second handle on the frame (a reference count), for the log line if it fails.
         let mut mute = std::time::Duration::ZERO;
         match api::dispatch_from(&broker, frame.clone(), &session).await {
@@ -127,6 +129,10 @@ where
             debug!(?peer, "write failed: {e}");
             reader.abort();
             return;
+        }
+        let head = api::FrameHead::peek(&frame[..frame.len().min(4)]);
+        if let (Some(key), Some(version)) = (head.api_key, head.version) {
+            broker.metrics.request(key, version, started.elapsed());
         }
         // A throttled client: its next request waits (the reader still reads ahead).
         if !mute.is_zero() {

@@ -429,7 +429,9 @@ impl Partition {
                     && record.leader == self.local_node
                     && record.partition_epoch > ls.partition_epoch =>
             {
+                let before = ls.isr.len();
                 ls.on_committed(record, leo);
+                crate::metrics::isr_changed(before, ls.isr.len());
                 true
             }
             _ => false,

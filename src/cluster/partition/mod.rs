@@ -158,6 +158,8 @@ pub struct Partition {
     /// Fetches and acks=all produces waiting here; each is woken once when the log end, the
     /// high watermark, the ISR or the role changes.
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Client traffic counters (bytes and records in, bytes out), read by `/metrics`.
+    pub stats: crate::metrics::PartitionStats,
 }
 
 #[derive(Debug)]
@@ -225,6 +227,7 @@ impl Partition {
             log_start: AtomicI64::new(start),
             log_end: AtomicI64::new(end),
             waiters: Mutex::new(Vec::new()),
+            stats: Default::default(),
         };
         let assumed = if state.leader == local_node {
             let record = PartitionRecord {
@@ -317,6 +320,12 @@ impl Partition {
     /// Bytes of this replica's log segments (Kafka's partition size).
     pub fn size_bytes(&self) -> u64 {
         self.log.lock().unwrap().size_bytes()
+    }
+
+    /// Bytes and number of this replica's log segments, read together.
+    pub fn size_and_segments(&self) -> (u64, usize) {
+        let log = self.log.lock().unwrap();
+        (log.size_bytes(), log.num_segments())
     }
 
     /// Offsets below this are on disk (`recovery-point-offset-checkpoint`).
