@@ -362,9 +362,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             for t in &mut topics {
                 t.partitions.clear();
             }
+            let mut fetched = Vec::new();
             for (w, out) in wanted.iter().zip(outs) {
                 if let (None, Ok(p), Some((_, _, len))) = (replica, &w.partition, &out.records) {
-                    b.metrics.fetched(&p.stats, *len as u64);
+                    fetched.push((p, *len as u64));
                 }
                 topics[w.topic].partitions.push(out);
             }
@@ -372,7 +373,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             let codes = std::iter::once(0).chain(codes.map(|p| p.error_code));
             b.metrics.errors(ctx.api_key as i16, codes);
             let endpoints = add_leader_hints(&b, &mut topics, v);
-            let resp = encode_response(&ctx, 0, 0, &topics, &endpoints)?;
+            let mut resp = encode_response(&ctx, 0, 0, &topics, &endpoints)?;
             // A consumer over its byte-rate quota gets an empty answer with the throttle
             // time (the bytes it would have had are not counted), as Kafka's; followers
             // are not under client quotas.
@@ -388,6 +389,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     return Ok(Some(empty));
                 }
             }
+            // Bytes out count what was sent: not a throttled consumer's withheld records.
+            for (p, len) in fetched {
+                b.metrics.fetched(&p.stats, len);
+            }
+            resp.quota_exempt = replica.is_some();
             return Ok(Some(resp));
         }
         let _ = tokio::time::timeout_at(deadline, waiter.notified()).await;

@@ -81,6 +81,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod sync_group;
+pub mod throttle;
 
 // Transactions.
 pub mod txn_offset_commit;
@@ -415,7 +416,16 @@ pub async fn dispatch_from(
         } => {
             ctx.peer = session.peer;
             ctx.principal = session.principal.clone();
-            (spec.handle)(broker.clone(), ctx, body).await
+            if !broker.quotas.active() {
+                return (spec.handle)(broker.clone(), ctx, body).await;
+            }
+            let asked = ctx.clone();
+            let (out, spent) = throttle::Timed::new((spec.handle)(broker.clone(), ctx, body)).await;
+            let mut out = out?;
+            if let Some(resp) = &mut out {
+                throttle::apply(broker, &asked, spent, resp);
+            }
+            Ok(out)
         }
     }
 }

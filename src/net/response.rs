@@ -39,6 +39,8 @@ pub struct Response {
     /// How long the connection reads no further request once this one is written: a quota's
     /// throttle time (Kafka mutes the client's channel for it).
     pub mute: std::time::Duration,
+    /// Set by handlers for requests no client quota applies to (a follower's fetch).
+    pub quota_exempt: bool,
 }
 
 impl Response {
@@ -69,6 +71,7 @@ impl Response {
         Response {
             chunks: vec![Chunk::Bytes(frame)],
             mute: std::time::Duration::ZERO,
+            quota_exempt: false,
         }
     }
 
@@ -149,6 +152,7 @@ impl FrameBuf {
         Response {
             chunks: self.chunks,
             mute: std::time::Duration::ZERO,
+            quota_exempt: false,
         }
     }
 }

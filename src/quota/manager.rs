@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::entity::{self, ClientQuotas};
 use super::rate::{RateConfig, SampledRate};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QuotaKind {
     /// `producer_byte_rate`: Produce request bytes.
     Produce,
@@ -28,6 +28,15 @@ impl QuotaKind {
             QuotaKind::Request => entity::REQUEST_PERCENTAGE,
         }
     }
+
+    /// The `type` of Kafka's per-client quota metrics (`kafka.server:type=Produce,...`).
+    pub fn metric_type(self) -> &'static str {
+        match self {
+            QuotaKind::Produce => "Produce",
+            QuotaKind::Fetch => "Fetch",
+            QuotaKind::Request => "Request",
+        }
+    }
 }
 
 const EXPIRE_MS: u64 = 3_600_000;
@@ -37,7 +46,21 @@ const PRUNE_AT: usize = 4096;
 #[derive(Debug)]
 struct Sensor {
     rate: SampledRate,
+    /// The throttle times given (0 for a request within the quota) and their count, over the
+    /// same windows: their ratio is Kafka's `throttle-time` average.
+    throttle_sum: SampledRate,
+    throttle_count: SampledRate,
     last_ms: u64,
+}
+
+/// A client's average throttle time, as Kafka's per-client `throttle-time` metric of
+/// `type=Produce|Fetch|Request` (the user and client id of the quota that applies).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThrottleTime {
+    pub kind: QuotaKind,
+    pub user: String,
+    pub client_id: String,
+    pub avg_ms: f64,
 }
 
 #[derive(Debug)]
@@ -60,6 +83,11 @@ impl QuotaManager {
 
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
+    }
+
+    /// Whether any quota is configured (else nothing needs measuring).
+    pub fn active(&self) -> bool {
+        self.quotas.any()
     }
 
     /// Records `value` for the client (`user` is the principal's name) and returns how long it
@@ -102,10 +130,39 @@ impl QuotaManager {
         let config = self.config;
         let s = sensors.entry((kind, u, c)).or_insert_with(|| Sensor {
             rate: SampledRate::new(config, now_ms),
+            throttle_sum: SampledRate::new(config, now_ms),
+            throttle_count: SampledRate::new(config, now_ms),
             last_ms: now_ms,
         });
         s.last_ms = now_ms;
-        s.rate.record_and_throttle(value, bound, now_ms)
+        let throttle = s.rate.record_and_throttle(value, bound, now_ms);
+        s.throttle_sum.record(throttle as f64, now_ms);
+        s.throttle_count.record(1.0, now_ms);
+        throttle
+    }
+
+    /// Every client under a quota with its average throttle time over the rate's windows.
+    pub fn throttle_times(&self) -> Vec<ThrottleTime> {
+        let now = self.now_ms();
+        let mut sensors = self.sensors.lock().unwrap();
+        let mut out: Vec<ThrottleTime> = sensors
+            .iter_mut()
+            .map(|((kind, u, c), s)| {
+                let n = s.throttle_count.measure(now);
+                ThrottleTime {
+                    kind: *kind,
+                    user: u.clone(),
+                    client_id: c.clone(),
+                    avg_ms: if n > 0.0 {
+                        s.throttle_sum.measure(now) / n
+                    } else {
+                        0.0
+                    },
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (a.kind, &a.user, &a.client_id).cmp(&(b.kind, &b.user, &b.client_id)));
+        out
     }
 }
 
