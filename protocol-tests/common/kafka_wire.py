@@ -96,3 +96,25 @@ def call(host_port, key, version, body, timeout=30):
     r.i32()  # correlation id
     r.tags()
     return r
+
+
+def alter_client_quotas(host_port, entries, validate_only=False):
+    """AlterClientQuotas v1. entries: [(entity parts [(type, name|None)], ops [(key,
+    value|None: remove)])] -> [(error_code, error_message, entity parts)]"""
+    def parts_bytes(parts):
+        return carray(parts, lambda p: cstr(p[0]) + cstr(p[1]) + TAGS)
+
+    def entry(e):
+        parts, ops = e
+        return parts_bytes(parts) + carray(ops, lambda o: cstr(o[0]) + struct.pack(
+            ">d?", o[1] if o[1] is not None else 0.0, o[1] is None) + TAGS) + TAGS
+    body = carray(entries, entry) + struct.pack(">?", validate_only) + TAGS
+    r = call(host_port, 49, 1, body)
+    r.i32()  # throttle
+
+    def read_entry(r):
+        code, msg = r.i16(), r.cstr()
+        parts = r.carray(lambda r: (r.cstr(), r.cstr(), r.tags())[:2])
+        r.tags()
+        return code, msg, parts
+    return r.carray(read_entry)

@@ -261,6 +261,31 @@ def connections():
                "connection_creation_total{listener=PLAINTEXT} to move")
 
 
+@suite.scenario("throttle-time")
+def throttle_time():
+    client = "metrics-throttled-%s" % RUN_TAG
+    res = w.alter_client_quotas(host_port(), [([("client-id", client)],
+                                               [("producer_byte_rate", 1024.0)])])
+    check(res and res[0][0] == 0, "AlterClientQuotas: %s" % res)
+    name = "kafka_server_produce_throttle_time"
+    try:
+        ensure_topic()
+        p = Producer({"bootstrap.servers": BOOTSTRAP, "client.id": client, "linger.ms": 50,
+                      "compression.type": "none"})
+        # ~20 kB at once against 1 kB/s: the first answer carries a throttle time (the
+        # rate counts at least 10 windows, so ~2 kB/s).
+        for i in range(20):
+            p.produce(TOPIC, value=VALUE, partition=0)
+        check(p.flush(60) == 0, "records left unsent")
+        wait_until(lambda: (value(scrape(), name, client_id=client) or 0) > 0, 30,
+                   "%s{client_id=%s} > 0" % (name, client))
+        other = value(scrape(), name, client_id="metrics-unthrottled")
+        check(not other, "a client without a quota has a throttle time: %s" % other)
+    finally:
+        w.alter_client_quotas(host_port(), [([("client-id", client)],
+                                             [("producer_byte_rate", None)])])
+
+
 @suite.scenario("health-ready")
 def health_ready():
     if KIND == "kafka":

@@ -100,20 +100,7 @@ def entity_bytes(parts):
 def alter_wire(entries, validate_only=False):
     """entries: [(entity parts [(type, name|None)], ops [(key, value|None)])] ->
     [(error_code, error_message, entity parts)]"""
-    def entry(e):
-        parts, ops = e
-        return entity_bytes(parts) + kw.carray(ops, lambda o: kw.cstr(o[0]) + struct.pack(
-            ">d?", o[1] if o[1] is not None else 0.0, o[1] is None) + kw.TAGS) + kw.TAGS
-    body = kw.carray(entries, entry) + struct.pack(">?", validate_only) + kw.TAGS
-    r = kw.call(host_port(), ALTER, 1, body)
-    r.i32()  # throttle
-
-    def read_entry(r):
-        code, msg = r.i16(), r.cstr()
-        parts = r.carray(lambda r: (r.cstr(), r.cstr(), r.tags())[:2])
-        r.tags()
-        return code, msg, parts
-    return r.carray(read_entry)
+    return kw.alter_client_quotas(host_port(), entries, validate_only)
 
 
 def describe_wire(components, strict=False):
@@ -193,7 +180,7 @@ def invalid():
         ([("user", u), ("ip", "127.0.0.1")], [("producer_byte_rate", 1.0)],
          "Invalid quota entity combination"),
         ([("user", u)], [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)],
-         "Duplicate quota key producer_byte_rate not updating quota for this entity"),
+         "Ignoring duplicate entity ClientQuotaEntity(entries={user=%s})" % u),
         ([("ip", "127.0.0.1")], [("producer_byte_rate", 1.0)],
          "Invalid configuration key producer_byte_rate"),
         ([], [("producer_byte_rate", 1.0)], "Invalid empty client quota entity"),
@@ -325,6 +312,54 @@ def fetch_throttled():
         check(0.8 <= rate <= 1.2, "steady fetch rate %.3f MiB/s, not within 20%% of 1" % rate)
     finally:
         delete_quotas("consumer_byte_rate", client=client)
+
+
+def metadata_throttles(client_id, n, budget):
+    """Sends up to n Metadata v12 requests (all topics) on one connection as client_id, each
+    after the last answer; returns the throttle_time_ms of each response until the first
+    non-zero one."""
+    import socket
+    body = b"\x00" + struct.pack(">??", False, False) + kw.TAGS  # topics null, no creation
+    cid = client_id.encode()
+    out = []
+    deadline = time.monotonic() + budget
+    with socket.create_connection(host_port(), timeout=30) as sock:
+        for i in range(n):
+            if time.monotonic() > deadline:
+                break
+            header = struct.pack(">hhih", 3, 12, i, len(cid)) + cid + kw.TAGS
+            msg = header + body
+            sock.sendall(struct.pack(">i", len(msg)) + msg)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                chunk = sock.recv(65536)
+                check(chunk, "the broker closed the connection")
+                data += chunk
+            r = kw.Reader(data[4:])
+            check(r.i32() == i, "correlation id")
+            r.tags()
+            out.append(r.i32())
+            if out[-1] > 0:
+                break
+    return out
+
+
+@S.scenario("request-throttled", timeout=120)
+def request_throttled():
+    client = "q-req-%s" % RUN_TAG
+    set_quotas("request_percentage=0.001", client=client)
+    try:
+        want = [([("client-id", client)], {"request_percentage": 0.001})]
+        wait_until(lambda: describe_wire([("client-id", 0, client)])[2] == want, 30,
+                   "the request quota described")
+        got = metadata_throttles(client, 5000, 60)
+        info("request_percentage=0.001: %d Metadata requests until throttle_time_ms %s"
+             % (len(got), got[-1:]))
+        check(got and got[-1] > 0, "no throttle time in %d Metadata answers" % len(got))
+        free = metadata_throttles("q-req-free-%s" % RUN_TAG, len(got), 60)
+        check(not any(free), "a client without the quota was throttled: %s" % free[-1:])
+    finally:
+        delete_quotas("request_percentage", client=client)
 
 
 def broker_ctl(cmd):

@@ -97,11 +97,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             .map(|o| (o.key.to_string(), (!o.remove).then_some(o.value)))
             .collect();
         let shown = QuotaEntity(pairs.iter().cloned().collect());
-        let outcome = if let Some(k) = entity::duplicate_key(&ops) {
-            Err(QuotaError::InvalidRequest(format!(
-                "Duplicate quota key {k} not updating quota for this entity {shown}"
-            )))
-        } else if !seen.insert(shown.clone()) {
+        // Kafka 4.4 answers a key given twice for an entity as it answers the entity given
+        // twice.
+        let outcome = if entity::duplicate_key(&ops).is_some() || !seen.insert(shown.clone()) {
             Err(QuotaError::InvalidRequest(format!(
                 "Ignoring duplicate entity {shown}"
             )))

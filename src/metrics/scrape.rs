@@ -24,6 +24,7 @@ use prometheus_client::registry::Registry;
 
 use super::{LATENCY_BUCKETS_MS, MAX_CODES, MAX_KEYS, MAX_VERSIONS, Metrics};
 use crate::broker::Broker;
+use crate::quota::QuotaKind;
 
 /// A latency histogram as read: (upper bound ms, count) per bucket, not cumulative (the
 /// encoder accumulates), the last bound +Inf.
@@ -138,6 +139,8 @@ struct Scrape {
     lag: Vec<LagRow>,
     /// (listener, open connections, connections accepted).
     connections: Vec<(Arc<str>, i64, u64)>,
+    /// Clients under a quota with their average throttle time.
+    throttle: Vec<crate::quota::manager::ThrottleTime>,
 }
 
 /// Reads the broker's state and encodes it in the Prometheus text format.
@@ -248,6 +251,7 @@ async fn gather(b: &Arc<Broker>) -> Scrape {
         isr_expands: super::ISR_EXPANDS.load(Ordering::Relaxed),
         groups,
         lag,
+        throttle: b.quotas.throttle_times(),
         connections: m
             .listeners
             .iter()
@@ -329,6 +333,17 @@ fn gauges(
     name: &str,
     help: &str,
     rows: impl IntoIterator<Item = (Labels, i64)>,
+) -> Result<(), std::fmt::Error> {
+    family(enc, name, help, MetricType::Gauge, rows, |v, e| {
+        ConstGauge::new(v).encode(e)
+    })
+}
+
+fn gauges_f64(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, f64)>,
 ) -> Result<(), std::fmt::Error> {
     family(enc, name, help, MetricType::Gauge, rows, |v, e| {
         ConstGauge::new(v).encode(e)
@@ -583,6 +598,21 @@ impl Collector for Scrape {
                 .iter()
                 .map(|(l, _, created)| (vec![("listener", l.to_string())], *created)),
         )?;
+        for kind in [QuotaKind::Produce, QuotaKind::Fetch, QuotaKind::Request] {
+            let ty = kind.metric_type();
+            gauges_f64(
+                e,
+                &format!("kafka_server_{}_throttle_time", ty.to_lowercase()),
+                &format!(
+                    "Average throttle time in ms of a client under a {ty} quota \
+                     (kafka.server:type={ty},user=,client-id= throttle-time)."
+                ),
+                self.throttle.iter().filter(|t| t.kind == kind).map(|t| {
+                    let labels = vec![("user", t.user.clone()), ("client_id", t.client_id.clone())];
+                    (labels, t.avg_ms)
+                }),
+            )?;
+        }
         Ok(())
     }
 }
