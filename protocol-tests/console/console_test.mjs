@@ -5,7 +5,8 @@
 //
 //   node console_test.mjs PHASE [scenario ...]
 //   PHASE main   (read-only console): brokers-page topics-page topic-page messages-formats
-//                messages-from-offset messages-from-time group-lag produce-read-only bad-requests
+//                messages-from-offset messages-from-time group-lag group-lag-kip848
+//                produce-read-only bad-requests
 //   PHASE write  (sluice.console.read.only=false): produce-enabled
 //   PHASE sasl   (SASL_PLAINTEXT listener): sasl-auth
 //
@@ -161,9 +162,11 @@ S.main['messages-from-time'] = async (page) => {
   await shot(page, 'messages-from-time');
 };
 
-S.main['group-lag'] = async (page) => {
-  run('kcat', ['-b', BOOTSTRAP, '-P', '-t', T_LAG, '-p', '0'], Array.from({ length: 10 }, (_, i) => `r${i}`).join('\n') + '\n');
-  const c = spawn(PY, [`${HERE}/helpers.py`, 'consumer', BOOTSTRAP, T_LAG, GROUP, '4', '10'], { stdio: ['pipe', 'pipe', 'inherit'] });
+// A group's page while its consumer commits 4 of 10 records, then all 10: members with
+// their assignment, committed and end offsets, lag 6 then 0.
+async function groupLag(page, protocol, topic, group, shotName) {
+  run('kcat', ['-b', BOOTSTRAP, '-P', '-t', topic, '-p', '0'], Array.from({ length: 10 }, (_, i) => `r${i}`).join('\n') + '\n');
+  const c = spawn(PY, [`${HERE}/helpers.py`, 'consumer', BOOTSTRAP, topic, group, protocol, '4', '10'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: c.stdout })[Symbol.asyncIterator]();
   const next = async (want) => {
     const r = await Promise.race([lines.next(), sleep(60_000).then(() => ({ value: 'timeout' }))]);
@@ -173,20 +176,22 @@ S.main['group-lag'] = async (page) => {
     await next('committed 4');
     await open(page, '#/groups');
     const groups = await cells(page, 'groups', 0);
-    check(groups.includes(GROUP), `groups ${JSON.stringify(groups)}`);
-    await open(page, `#/group/${GROUP}`);
+    const types = await cells(page, 'groups', 1);
+    const want = protocol === 'consumer' ? 'consumer' : 'classic';
+    check(groups.includes(group) && types[groups.indexOf(group)] === want, `groups ${JSON.stringify(groups)} ${JSON.stringify(types)}`);
+    await open(page, `#/group/${group}`);
     let lag = await page.locator('#total-lag').innerText();
     check(lag === '6', `lag after committing 4 of 10: ${lag}`);
     const clients = await cells(page, 'members', 1);
     const assigned = await cells(page, 'members', 3);
-    check(clients.includes('console-test-consumer') && assigned.includes(`${T_LAG}-0`), `members ${clients} ${assigned}`);
+    check(clients.includes('console-test-consumer') && assigned.includes(`${topic}-0`), `members ${clients} ${assigned}`);
     const committed = await cells(page, 'offsets', 2);
     const ends = await cells(page, 'offsets', 3);
     check(committed[0] === '4' && ends[0] === '10', `committed ${committed}, end ${ends}`);
-    await shot(page, 'group');
+    await shot(page, shotName);
     c.stdin.write('\n');
     await next('committed 10');
-    await open(page, `#/group/${GROUP}`);
+    await open(page, `#/group/${group}`);
     lag = await page.locator('#total-lag').innerText();
     check(lag === '0', `lag after committing 10 of 10: ${lag}`);
     c.stdin.write('\n');
@@ -194,7 +199,10 @@ S.main['group-lag'] = async (page) => {
     c.stdin.end();
     setTimeout(() => c.kill(), 20_000).unref();
   }
-};
+}
+
+S.main['group-lag'] = (page) => groupLag(page, 'classic', T_LAG, GROUP, 'group');
+S.main['group-lag-kip848'] = (page) => groupLag(page, 'consumer', `${T_LAG}-848`, `${GROUP}-848`, 'group-kip848');
 
 S.main['produce-read-only'] = async (page) => {
   await open(page, `#/produce?topic=${T_MSGS}`);
@@ -297,7 +305,7 @@ async function main() {
   const scenarios = Object.entries(S[phase] || {}).filter(([n]) => only.length === 0 || only.includes(n));
   if (scenarios.length === 0) return 0;
   if (phase === 'main') {
-    run(PY, [`${HERE}/helpers.py`, 'topics', BOOTSTRAP, `${T_MSGS}:1`, `${T_CFG}:3:retention.ms=123456789`, `${T_LAG}:1`]);
+    run(PY, [`${HERE}/helpers.py`, 'topics', BOOTSTRAP, `${T_MSGS}:1`, `${T_CFG}:3:retention.ms=123456789`, `${T_LAG}:1`, `${T_LAG}-848:1`]);
   }
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
   let failed = 0;

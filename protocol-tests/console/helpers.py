@@ -1,8 +1,8 @@
 """Kafka-side helpers of the console suite (confluent-kafka), run by console_test.mjs.
 
   helpers.py topics BOOTSTRAP NAME:PARTITIONS[:key=value,...] ...   create topics (with configs)
-  helpers.py consumer BOOTSTRAP TOPIC GROUP COUNT...               a classic-group consumer: for
-        each COUNT, read until that many records were seen, commit that offset synchronously,
+  helpers.py consumer BOOTSTRAP TOPIC GROUP PROTOCOL COUNT...      a consumer in a group of
+        PROTOCOL (classic, or consumer: KIP-848): for each COUNT, read until that many records were seen, commit that offset synchronously,
         print "committed N" and wait for a line on stdin; then close
   helpers.py scram BOOTSTRAP ADMIN_USER ADMIN_PASSWORD USER PASSWORD   add a SCRAM-SHA-256 user
 Every wait is bounded; a failure prints "error: ..." and exits 1.
@@ -29,10 +29,13 @@ def topics(bootstrap, specs):
         print("created " + name, flush=True)
 
 
-def consumer(bootstrap, topic, group, counts):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "client.id": "console-test-consumer", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "session.timeout.ms": 45000})
+def consumer(bootstrap, topic, group, protocol, counts):
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+            "client.id": "console-test-consumer", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}
+    if protocol == "classic":
+        conf["session.timeout.ms"] = 45000
+    c = Consumer(conf)
     c.subscribe([topic])
     seen = 0
     deadline = time.time() + 60
@@ -68,7 +71,7 @@ def main():
         if cmd == "topics":
             topics(args[0], args[1:])
         elif cmd == "consumer":
-            consumer(args[0], args[1], args[2], [int(n) for n in args[3:]])
+            consumer(args[0], args[1], args[2], args[3], [int(n) for n in args[4:]])
         elif cmd == "scram":
             scram(*args[:5])
         else:
