@@ -81,10 +81,10 @@ async fn browse_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer 
         };
         let from = match b.start {
             Start::Earliest => start,
-            Start::Offset(o) => o.clamp(start, end),
+            Start::Offset(o) => o.max(start).min(end),
             Start::Newest(n) => end.saturating_sub(n).max(start),
             Start::Timestamp(_) => match at_time.as_ref().and_then(|m| m.get(&k)) {
-                Some(Ok((o, _))) if *o >= 0 => (*o).clamp(start, end),
+                Some(Ok((o, _))) if *o >= 0 => (*o).max(start).min(end),
                 _ => end,
             },
         };

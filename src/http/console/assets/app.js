@@ -260,7 +260,8 @@ async function pageProduce(q) {
 async function route() {
   const hash = location.hash || '#/brokers';
   const path = hash.slice(1).split('?')[0];
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  let parts;
+  try { parts = path.split('/').filter(Boolean).map(decodeURIComponent); } catch (e) { parts = []; }
   const page = parts[0] || 'brokers';
   for (const a of document.querySelectorAll('header nav a')) {
     const p = a.dataset.page;
