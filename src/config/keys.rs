@@ -270,6 +270,18 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::List,
         default: Some(""),
     },
+    // The web console on the HTTP listener (`/` and `/api/...`); on when the listener is.
+    KafkaKey {
+        name: "sluice.console.enabled",
+        ty: KafkaType::Boolean,
+        default: Some("true"),
+    },
+    // The console only reads unless this is false (then it can produce test records).
+    KafkaKey {
+        name: "sluice.console.read.only",
+        ty: KafkaType::Boolean,
+        default: Some("true"),
+    },
 ];
 
 /// The StandardAuthorizer's own properties: Kafka passes every broker property to the

@@ -111,6 +111,10 @@ pub struct BrokerConfig {
     /// `sluice.http.server.listeners`: where the HTTP server (metrics, health) listens; None
     /// when it is off (the default).
     pub http_listener: Option<HttpListener>,
+    /// `sluice.console.enabled` and `sluice.console.read.only`: the web console on the HTTP
+    /// listener, and whether it may produce records.
+    pub console_enabled: bool,
+    pub console_read_only: bool,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
     /// The authorizer's settings when `authorizer.class.name` names one (ACLs are then
@@ -696,6 +700,8 @@ impl BrokerConfig {
                 verification: p.boolean("transaction.partition.verification.enable")?,
             },
             http_listener: HttpListener::parse(&p)?,
+            console_enabled: p.boolean("sluice.console.enabled")?,
+            console_read_only: p.boolean("sluice.console.read.only")?,
             cluster,
             authorizer: parse_authorizer(&p)?,
             sasl,

@@ -4,8 +4,10 @@
 //! broker is open (a cluster node waits for its quorum first): `/health` answers at once,
 //! `/ready` and `/metrics` 503 until there is a broker to read.
 //!
+//! The web console ([`console`]) is merged in: `/` and `/api/...`.
+//!
 //! axum on the broker's tokio runtime: routes are plain functions over [`HttpState`], so
-//! more pages (a web console) are added by merging their `Router` into [`router`]'s.
+//! more pages are added by merging their `Router` into [`router`]'s.
 //! Nothing here holds state of its own: every answer is read from the broker's owners.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +21,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
+pub mod console;
+
 use crate::broker::Broker;
 use crate::config::HttpListener;
 
@@ -31,6 +35,8 @@ pub struct HttpState {
     /// once this broker caught up with the metadata log and was unfenced), or a
     /// controller-only node runs its controller.
     pub serving: Arc<AtomicBool>,
+    /// The console's remembered SCRAM password checks.
+    pub console: Arc<console::Verified>,
 }
 
 /// Binds the HTTP listener (at start-up, beside the Kafka listeners: a port in use stops
@@ -47,6 +53,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .route("/ready", get(ready))
+        .merge(console::router())
         .with_state(state)
 }
 

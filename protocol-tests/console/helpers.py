@@ -1,0 +1,84 @@
+"""Kafka-side helpers of the console suite (confluent-kafka), run by console_test.mjs.
+
+  helpers.py topics BOOTSTRAP NAME:PARTITIONS[:key=value,...] ...   create topics (with configs)
+  helpers.py consumer BOOTSTRAP TOPIC GROUP PROTOCOL COUNT...      a consumer in a group of
+        PROTOCOL (classic, or consumer: KIP-848): for each COUNT, read until that many records were seen, commit that offset synchronously,
+        print "committed N" and wait for a line on stdin; then close
+  helpers.py scram BOOTSTRAP ADMIN_USER ADMIN_PASSWORD USER PASSWORD   add a SCRAM-SHA-256 user
+Every wait is bounded; a failure prints "error: ..." and exits 1.
+"""
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
+
+T = 30
+
+
+def topics(bootstrap, specs):
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    new = []
+    for spec in specs:
+        parts = spec.split(":")
+        cfg = dict(kv.split("=", 1) for kv in parts[2].split(",")) if len(parts) > 2 else {}
+        new.append(NewTopic(parts[0], int(parts[1]), 1, config=cfg))
+    for name, f in a.create_topics(new, operation_timeout=T).items():
+        f.result(T)
+        print("created " + name, flush=True)
+
+
+def consumer(bootstrap, topic, group, protocol, counts):
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+            "client.id": "console-test-consumer", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}
+    if protocol == "classic":
+        conf["session.timeout.ms"] = 45000
+    c = Consumer(conf)
+    c.subscribe([topic])
+    seen = 0
+    deadline = time.time() + 60
+    for n in counts:
+        while seen < n:
+            if time.time() > deadline:
+                raise SystemExit("error: read %d of %d records in 60 s" % (seen, n))
+            m = c.poll(1.0)
+            if m is None or m.error():
+                continue
+            seen += 1
+        c.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=False)
+        print("committed %d" % n, flush=True)
+        if not sys.stdin.readline():
+            break
+    c.close()
+
+
+def scram(bootstrap, admin_user, admin_password, user, password):
+    a = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                     "sasl.mechanism": "PLAIN", "sasl.username": admin_user,
+                     "sasl.password": admin_password})
+    up = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode())
+    for _, f in a.alter_user_scram_credentials([up]).items():
+        f.result(T)
+    print("scram user " + user, flush=True)
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    try:
+        if cmd == "topics":
+            topics(args[0], args[1:])
+        elif cmd == "consumer":
+            consumer(args[0], args[1], args[2], args[3], [int(n) for n in args[4:]])
+        elif cmd == "scram":
+            scram(*args[:5])
+        else:
+            raise SystemExit("error: unknown command " + cmd)
+    except KafkaException as e:
+        raise SystemExit("error: %s" % e)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,328 @@
+//! The brokers page (each broker with the partitions it leads and holds), the topics page
+//! (partitions, replication, size on disk) and one topic (its partitions with leader,
+//! replicas, ISR and offsets, and its configs).
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, TopicName,
+    describe_configs_request::DescribeConfigsResource,
+    list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+    metadata_request::MetadataRequestTopic,
+};
+use kafka_protocol::protocol::StrBytes;
+use serde_json::{Value, json};
+
+use super::wire::{call, error_name};
+use super::{Answer, Ctx, Failure, admit, answer, query};
+use crate::http::HttpState;
+
+/// Metadata v12 for all topics (None) or the named ones.
+pub(super) async fn metadata(
+    ctx: &Ctx,
+    topics: Option<&[String]>,
+) -> anyhow::Result<MetadataResponse> {
+    let mut req = MetadataRequest::default();
+    req.topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| {
+                let mut mt = MetadataRequestTopic::default();
+                mt.name = Some(TopicName(StrBytes::from_string(t.clone())));
+                mt
+            })
+            .collect()
+    });
+    req.allow_auto_topic_creation = false;
+    call(&ctx.broker, &ctx.session, ApiKey::Metadata, 12, &req).await
+}
+
+fn ids(v: &[BrokerId]) -> Vec<i32> {
+    v.iter().map(|b| b.0).collect()
+}
+
+pub(super) async fn brokers(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    answer(brokers_answer(&s, &headers).await)
+}
+
+async fn brokers_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
+    let ctx = admit(s, headers)?;
+    let md = metadata(&ctx, None).await?;
+    let mut leads: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let mut holds: BTreeMap<i32, usize> = BTreeMap::new();
+    let mut partitions = 0;
+    for t in &md.topics {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        for p in &t.partitions {
+            partitions += 1;
+            leads
+                .entry(p.leader_id.0)
+                .or_default()
+                .push(format!("{name}-{}", p.partition_index));
+            for r in &p.replica_nodes {
+                *holds.entry(r.0).or_default() += 1;
+            }
+        }
+    }
+    let brokers: Vec<Value> = md
+        .brokers
+        .iter()
+        .map(|b| {
+            let id = b.node_id.0;
+            let led = leads.get(&id).cloned().unwrap_or_default();
+            json!({
+                "id": id,
+                "host": b.host.to_string(),
+                "port": b.port,
+                "rack": b.rack.as_ref().map(|r| r.to_string()),
+                "controller": id == md.controller_id.0,
+                "this": id == ctx.broker.node_id(),
+                "leader_count": led.len(),
+                "replica_count": holds.get(&id).copied().unwrap_or(0),
+                "leads": led,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "cluster_id": md.cluster_id.as_ref().map(|c| c.to_string()),
+        "controller_id": md.controller_id.0,
+        "node_id": ctx.broker.node_id(),
+        "principal": ctx.session.principal.to_string(),
+        "read_only": ctx.broker.config.console_read_only,
+        "topic_count": md.topics.len(),
+        "partition_count": partitions,
+        "brokers": brokers,
+    }))
+}
+
+/// Bytes on this broker's disks per (topic, partition) (DescribeLogDirs v4: only the
+/// replicas this broker holds).
+async fn sizes(ctx: &Ctx) -> anyhow::Result<BTreeMap<(String, i32), i64>> {
+    let mut req = DescribeLogDirsRequest::default();
+    req.topics = None;
+    let resp: DescribeLogDirsResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::DescribeLogDirs, 4, &req).await?;
+    let mut out = BTreeMap::new();
+    for dir in resp.results.iter().filter(|d| d.error_code == 0) {
+        for t in &dir.topics {
+            for p in t.partitions.iter().filter(|p| !p.is_future_key) {
+                *out.entry((t.name.0.to_string(), p.partition_index))
+                    .or_default() += p.partition_size;
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(super) async fn topics(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    answer(topics_answer(&s, &headers).await)
+}
+
+async fn topics_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
+    let ctx = admit(s, headers)?;
+    let md = metadata(&ctx, None).await?;
+    let sizes = sizes(&ctx).await?;
+    let mut topics: Vec<Value> = md
+        .topics
+        .iter()
+        .filter(|t| t.error_code == 0)
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            let under = t
+                .partitions
+                .iter()
+                .filter(|p| p.isr_nodes.len() < p.replica_nodes.len())
+                .count();
+            let rf = t
+                .partitions
+                .iter()
+                .map(|p| p.replica_nodes.len())
+                .max()
+                .unwrap_or(0);
+            let size: i64 = t
+                .partitions
+                .iter()
+                .filter_map(|p| sizes.get(&(name.clone(), p.partition_index)))
+                .sum();
+            json!({
+                "name": name,
+                "id": t.topic_id.to_string(),
+                "internal": t.is_internal,
+                "partitions": t.partitions.len(),
+                "replication_factor": rf,
+                "under_replicated": under,
+                "size": size,
+            })
+        })
+        .collect();
+    topics.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Ok(json!({ "topics": topics }))
+}
+
+/// Offsets of each (topic, partition) at `timestamp` (-2 earliest, -1 latest, or a time):
+/// `Ok((offset, timestamp))` or the partition's error name. ListOffsets v7, read
+/// uncommitted: the latest is the high watermark.
+pub(super) async fn list_offsets(
+    ctx: &Ctx,
+    wanted: &[(String, i32, i64)],
+) -> anyhow::Result<BTreeMap<(String, i32), Result<(i64, i64), String>>> {
+    let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+    for (t, p, ts) in wanted {
+        let mut lp = ListOffsetsPartition::default();
+        lp.partition_index = *p;
+        lp.current_leader_epoch = -1;
+        lp.timestamp = *ts;
+        by_topic.entry(t).or_default().push(lp);
+    }
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.isolation_level = 0;
+    req.topics = by_topic
+        .into_iter()
+        .map(|(t, ps)| {
+            let mut lt = ListOffsetsTopic::default();
+            lt.name = TopicName(StrBytes::from_string(t.to_string()));
+            lt.partitions = ps;
+            lt
+        })
+        .collect();
+    let resp: ListOffsetsResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::ListOffsets, 7, &req).await?;
+    let mut out = BTreeMap::new();
+    for t in resp.topics {
+        for p in t.partitions {
+            let v = if p.error_code == 0 {
+                Ok((p.offset, p.timestamp))
+            } else {
+                Err(error_name(p.error_code))
+            };
+            out.insert((t.name.0.to_string(), p.partition_index), v);
+        }
+    }
+    Ok(out)
+}
+
+pub(super) async fn topic(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
+    answer(topic_answer(&s, &headers, &uri).await)
+}
+
+async fn topic_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer {
+    let ctx = admit(s, headers)?;
+    let q = query(uri);
+    let Some(name) = q.get("name").filter(|n| !n.is_empty()) else {
+        return Err(Failure::bad_request("name is required"));
+    };
+    let md = metadata(&ctx, Some(std::slice::from_ref(name))).await?;
+    let Some(t) = md.topics.first() else {
+        return Err(Failure::not_found(format!("no topic {name}")));
+    };
+    if t.error_code != 0 {
+        let why = format!("topic {name}: {}", error_name(t.error_code));
+        return Err(Failure::not_found(why));
+    }
+    let sizes = sizes(&ctx).await?;
+    let mut wanted = Vec::new();
+    for p in &t.partitions {
+        wanted.push((name.clone(), p.partition_index, -2));
+    }
+    let starts = list_offsets(&ctx, &wanted).await?;
+    for w in &mut wanted {
+        w.2 = -1;
+    }
+    let ends = list_offsets(&ctx, &wanted).await?;
+    let mut partitions: Vec<Value> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            let k = (name.clone(), p.partition_index);
+            let off = |m: &BTreeMap<_, Result<(i64, i64), String>>| match m.get(&k) {
+                Some(Ok((o, _))) => json!(o),
+                Some(Err(e)) => json!(e),
+                None => Value::Null,
+            };
+            json!({
+                "partition": p.partition_index,
+                "leader": p.leader_id.0,
+                "leader_epoch": p.leader_epoch,
+                "replicas": ids(&p.replica_nodes),
+                "isr": ids(&p.isr_nodes),
+                "offline": ids(&p.offline_replicas),
+                "local": ctx.broker.node_id() == p.leader_id.0,
+                "start_offset": off(&starts),
+                "end_offset": off(&ends),
+                "size": sizes.get(&k),
+                "error": (p.error_code != 0).then(|| error_name(p.error_code)),
+            })
+        })
+        .collect();
+    partitions.sort_by_key(|p| p["partition"].as_i64());
+    let configs = topic_configs(&ctx, name).await?;
+    Ok(json!({
+        "name": name,
+        "id": t.topic_id.to_string(),
+        "internal": t.is_internal,
+        "node_id": ctx.broker.node_id(),
+        "partitions": partitions,
+        "configs": configs,
+    }))
+}
+
+/// Kafka's ConfigSource names, by code.
+fn source_name(code: i8) -> &'static str {
+    match code {
+        1 => "DYNAMIC_TOPIC_CONFIG",
+        2 => "DYNAMIC_BROKER_CONFIG",
+        3 => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+        4 => "STATIC_BROKER_CONFIG",
+        5 => "DEFAULT_CONFIG",
+        6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
+        7 => "CLIENT_METRICS_CONFIG",
+        8 => "GROUP_CONFIG",
+        _ => "UNKNOWN",
+    }
+}
+
+async fn topic_configs(ctx: &Ctx, name: &str) -> Result<Vec<Value>, Failure> {
+    let mut res = DescribeConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = StrBytes::from_string(name.to_string());
+    res.configuration_keys = None;
+    let mut req = DescribeConfigsRequest::default();
+    req.resources = vec![res];
+    let resp: DescribeConfigsResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::DescribeConfigs, 4, &req).await?;
+    let Some(r) = resp.results.first() else {
+        return Ok(Vec::new());
+    };
+    if r.error_code != 0 {
+        let msg = r
+            .error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default();
+        return Err(Failure::internal(format!(
+            "DescribeConfigs: {} {msg}",
+            error_name(r.error_code)
+        )));
+    }
+    let mut configs: Vec<Value> = r
+        .configs
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name.to_string(),
+                "value": if c.is_sensitive { None } else { c.value.as_ref().map(|v| v.to_string()) },
+                "source": source_name(c.config_source),
+                "default": c.config_source == 5,
+                "sensitive": c.is_sensitive,
+                "read_only": c.read_only,
+            })
+        })
+        .collect();
+    configs.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Ok(configs)
+}

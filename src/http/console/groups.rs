@@ -1,0 +1,308 @@
+//! The groups page (every group with its type and state) and one group: its members with
+//! client id, host and assignment, and per partition the committed offset, the log end
+//! offset (high watermark) and the lag. A KIP-848 consumer group is described with
+//! ConsumerGroupDescribe, a classic group with DescribeGroups (its consumer-protocol
+//! assignments decoded).
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+    ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
+    ListGroupsRequest, ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
+    offset_fetch_request::OffsetFetchRequestGroup,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use serde_json::{Value, json};
+
+use super::cluster::list_offsets;
+use super::wire::{call, error_name};
+use super::{Answer, Ctx, Failure, admit, answer, query};
+use crate::http::HttpState;
+
+pub(super) async fn list(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    answer(list_answer(&s, &headers).await)
+}
+
+async fn list_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
+    let ctx = admit(s, headers)?;
+    let req = ListGroupsRequest::default();
+    let resp: ListGroupsResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::ListGroups, 5, &req).await?;
+    if resp.error_code != 0 {
+        let why = format!("ListGroups: {}", error_name(resp.error_code));
+        return Err(Failure::internal(why));
+    }
+    let mut groups: Vec<Value> = resp
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "group_id": g.group_id.0.to_string(),
+                "type": g.group_type.to_string(),
+                "state": g.group_state.to_string(),
+                "protocol_type": g.protocol_type.to_string(),
+            })
+        })
+        .collect();
+    groups.sort_by(|a, b| a["group_id"].as_str().cmp(&b["group_id"].as_str()));
+    Ok(json!({ "groups": groups }))
+}
+
+pub(super) async fn describe(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
+    answer(describe_answer(&s, &headers, &uri).await)
+}
+
+/// A member as the page shows it.
+struct Member {
+    json: Value,
+    client_id: String,
+    assigned: Vec<(String, i32)>,
+}
+
+fn group_id(id: &str) -> GroupId {
+    GroupId(StrBytes::from_string(id.to_string()))
+}
+
+async fn describe_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer {
+    let ctx = admit(s, headers)?;
+    let q = query(uri);
+    let Some(id) = q.get("id").filter(|i| !i.is_empty()) else {
+        return Err(Failure::bad_request("id is required"));
+    };
+    let mut group = match consumer_group(&ctx, id).await? {
+        Some(g) => g,
+        None => classic_group(&ctx, id).await?,
+    };
+    let committed = committed(&ctx, id).await?;
+    // Partitions with a commit or an owner, with the member that owns each.
+    let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for m in &group.1 {
+        for tp in &m.assigned {
+            owner.insert(tp.clone(), m.client_id.clone());
+        }
+    }
+    let mut keys: Vec<(String, i32)> = committed.keys().cloned().collect();
+    keys.extend(owner.keys().cloned());
+    keys.sort();
+    keys.dedup();
+    let wanted: Vec<(String, i32, i64)> = keys.iter().map(|(t, p)| (t.clone(), *p, -1)).collect();
+    let ends = if wanted.is_empty() {
+        BTreeMap::new()
+    } else {
+        list_offsets(&ctx, &wanted).await?
+    };
+    let mut total_lag = 0i64;
+    let offsets: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            let c = committed.get(k).copied();
+            let end = match ends.get(k) {
+                Some(Ok((o, _))) => Some(*o),
+                _ => None,
+            };
+            let lag = match (c, end) {
+                (Some(c), Some(e)) if c >= 0 => Some((e - c).max(0)),
+                _ => None,
+            };
+            total_lag += lag.unwrap_or(0);
+            json!({
+                "topic": k.0,
+                "partition": k.1,
+                "committed": c,
+                "end_offset": end,
+                "lag": lag,
+                "owner": owner.get(k),
+                "error": match ends.get(k) { Some(Err(e)) => Some(e.clone()), _ => None },
+            })
+        })
+        .collect();
+    let members: Vec<Value> = group.1.drain(..).map(|m| m.json).collect();
+    let mut out = group.0;
+    out["members"] = json!(members);
+    out["offsets"] = json!(offsets);
+    out["total_lag"] = json!(total_lag);
+    Ok(out)
+}
+
+/// A KIP-848 consumer group, or None when the group is not one.
+async fn consumer_group(ctx: &Ctx, id: &str) -> Result<Option<(Value, Vec<Member>)>, Failure> {
+    let mut req = ConsumerGroupDescribeRequest::default();
+    req.group_ids = vec![group_id(id)];
+    let resp: ConsumerGroupDescribeResponse = call(
+        &ctx.broker,
+        &ctx.session,
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        &req,
+    )
+    .await?;
+    let Some(g) = resp.groups.into_iter().next().filter(|g| g.error_code == 0) else {
+        return Ok(None);
+    };
+    let members = g
+        .members
+        .iter()
+        .map(|m| {
+            let assigned: Vec<(String, i32)> = m
+                .assignment
+                .topic_partitions
+                .iter()
+                .flat_map(|tp| tp.partitions.iter().map(|p| (tp.topic_name.0.to_string(), *p)))
+                .collect();
+            Member {
+                json: json!({
+                    "member_id": m.member_id.to_string(),
+                    "instance_id": m.instance_id.as_ref().map(|i| i.to_string()),
+                    "client_id": m.client_id.to_string(),
+                    "host": m.client_host.to_string(),
+                    "member_epoch": m.member_epoch,
+                    "subscribed": m.subscribed_topic_names.iter().map(|t| t.0.to_string()).collect::<Vec<_>>(),
+                    "assignment": tp_names(&assigned),
+                }),
+                client_id: m.client_id.to_string(),
+                assigned,
+            }
+        })
+        .collect();
+    let head = json!({
+        "group_id": id,
+        "type": "consumer",
+        "state": g.group_state.to_string(),
+        "protocol_type": "consumer",
+        "protocol": g.assignor_name.to_string(),
+        "group_epoch": g.group_epoch,
+    });
+    Ok(Some((head, members)))
+}
+
+async fn classic_group(ctx: &Ctx, id: &str) -> Result<(Value, Vec<Member>), Failure> {
+    let mut req = DescribeGroupsRequest::default();
+    req.groups = vec![group_id(id)];
+    let resp: DescribeGroupsResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::DescribeGroups, 5, &req).await?;
+    let Some(g) = resp.groups.into_iter().next() else {
+        return Err(Failure::not_found(format!("no group {id}")));
+    };
+    if g.error_code != 0 {
+        return Err(Failure::not_found(format!(
+            "group {id}: {}",
+            error_name(g.error_code)
+        )));
+    }
+    if g.group_state.as_str() == "Dead" {
+        return Err(Failure::not_found(format!("no group {id}")));
+    }
+    let consumer = g.protocol_type.as_str() == "consumer";
+    let members = g
+        .members
+        .iter()
+        .map(|m| {
+            let assigned = if consumer {
+                consumer_assignment(m.member_assignment.clone())
+            } else {
+                Vec::new()
+            };
+            Member {
+                json: json!({
+                    "member_id": m.member_id.to_string(),
+                    "instance_id": m.group_instance_id.as_ref().map(|i| i.to_string()),
+                    "client_id": m.client_id.to_string(),
+                    "host": m.client_host.to_string(),
+                    "assignment": tp_names(&assigned),
+                }),
+                client_id: m.client_id.to_string(),
+                assigned,
+            }
+        })
+        .collect();
+    let head = json!({
+        "group_id": id,
+        "type": "classic",
+        "state": g.group_state.to_string(),
+        "protocol_type": g.protocol_type.to_string(),
+        "protocol": g.protocol_data.to_string(),
+    });
+    Ok((head, members))
+}
+
+fn tp_names(tps: &[(String, i32)]) -> Vec<String> {
+    tps.iter().map(|(t, p)| format!("{t}-{p}")).collect()
+}
+
+/// The partitions of a classic consumer's assignment (ConsumerProtocolAssignment: a version,
+/// then the body); nothing when it does not decode.
+pub(super) fn consumer_assignment(mut b: Bytes) -> Vec<(String, i32)> {
+    if b.len() < 2 {
+        return Vec::new();
+    }
+    let version = b.get_i16();
+    let decoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        ConsumerProtocolAssignment::decode(&mut b, version.clamp(0, 3))
+    }));
+    match decoded {
+        Ok(Ok(a)) => a
+            .assigned_partitions
+            .iter()
+            .flat_map(|tp| tp.partitions.iter().map(|p| (tp.topic.0.to_string(), *p)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The group's committed offsets (OffsetFetch v8, all topics).
+async fn committed(ctx: &Ctx, id: &str) -> Result<BTreeMap<(String, i32), i64>, Failure> {
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = group_id(id);
+    g.topics = None;
+    g.member_epoch = -1;
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    let resp: OffsetFetchResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::OffsetFetch, 8, &req).await?;
+    let mut out = BTreeMap::new();
+    for g in resp.groups {
+        if g.error_code != 0 {
+            let why = format!("OffsetFetch: {}", error_name(g.error_code));
+            return Err(Failure::internal(why));
+        }
+        for t in g.topics {
+            for p in t.partitions.iter().filter(|p| p.error_code == 0) {
+                out.insert(
+                    (t.name.0.to_string(), p.partition_index),
+                    p.committed_offset,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn classic_assignments_decode() {
+        let mut tp = TopicPartition::default();
+        tp.topic = TopicName(StrBytes::from_static_str("t"));
+        tp.partitions = vec![0, 2];
+        let mut a = ConsumerProtocolAssignment::default();
+        a.assigned_partitions = vec![tp];
+        let mut buf = bytes::BytesMut::new();
+        bytes::BufMut::put_i16(&mut buf, 1);
+        a.encode(&mut buf, 1).unwrap();
+        let got = consumer_assignment(buf.freeze());
+        assert_eq!(got, [("t".to_string(), 0), ("t".to_string(), 2)]);
+        assert!(consumer_assignment(Bytes::from_static(&[0, 1, 0xff])).is_empty());
+        assert!(consumer_assignment(Bytes::new()).is_empty());
+    }
+}

@@ -1,0 +1,189 @@
+//! The web console: a single-page UI under `/` (hand-written HTML, CSS and JS compiled into
+//! the binary) over a JSON API under `/api/...`, on the HTTP listener beside `/metrics`.
+//! Off with `sluice.console.enabled=false` (404); read-only unless
+//! `sluice.console.read.only=false` (a POST is then 403); behind HTTP Basic authentication
+//! when any Kafka listener uses SASL ([`auth`]).
+//!
+//! Every answer is read through the broker's own Kafka request handlers ([`wire::call`])
+//! with the console user's principal: Metadata for brokers, topics, partitions, leaders and
+//! ISR; DescribeLogDirs for sizes; DescribeConfigs; ListOffsets and Fetch for the message
+//! browser; ListGroups, DescribeGroups, ConsumerGroupDescribe and OffsetFetch for groups;
+//! Produce for a test record. The handlers for each page live in their own module.
+
+mod auth;
+mod cluster;
+mod groups;
+mod messages;
+mod produce;
+pub mod render;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::HttpState;
+use crate::broker::Broker;
+use crate::security::{Principal, Session};
+
+pub use auth::Verified;
+
+/// The console's routes, merged into the HTTP server's router.
+pub fn router() -> Router<HttpState> {
+    Router::new()
+        .route("/", get(index))
+        .route("/console/app.js", get(app_js))
+        .route("/console/style.css", get(style_css))
+        .route("/api/cluster", get(cluster::brokers))
+        .route("/api/topics", get(cluster::topics))
+        .route("/api/topic", get(cluster::topic))
+        .route("/api/messages", get(messages::browse))
+        .route("/api/groups", get(groups::list))
+        .route("/api/group", get(groups::describe))
+        .route("/api/produce", post(produce::produce))
+}
+
+/// A request that got past the console's checks: the broker and the user's session.
+pub(super) struct Ctx {
+    pub broker: Arc<Broker>,
+    pub session: Session,
+}
+
+/// An API failure: its status and a message for the person using the console.
+pub(super) struct Failure(StatusCode, String);
+
+impl Failure {
+    pub fn bad_request(msg: impl Into<String>) -> Failure {
+        Failure(StatusCode::BAD_REQUEST, msg.into())
+    }
+    pub fn internal(e: impl std::fmt::Display) -> Failure {
+        Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+    pub fn not_found(msg: impl Into<String>) -> Failure {
+        Failure(StatusCode::NOT_FOUND, msg.into())
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Failure {
+        Failure::internal(format!("{e:#}"))
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut r = json_response(self.0, &json!({ "error": self.1 }));
+        if self.0 == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static(auth::CHALLENGE),
+            );
+        }
+        r
+    }
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// What an API handler returns.
+pub(super) type Answer = Result<Value, Failure>;
+
+pub(super) fn answer(a: Answer) -> Response {
+    match a {
+        Ok(v) => json_response(StatusCode::OK, &v),
+        Err(f) => f.into_response(),
+    }
+}
+
+/// The checks every console request passes: there is a broker, the console is on, and
+/// (with SASL) the credentials are a SASL user's.
+pub(super) fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Ctx, Failure> {
+    let Some(broker) = s.broker.get() else {
+        let why = "no broker on this node (yet)".to_string();
+        return Err(Failure(StatusCode::SERVICE_UNAVAILABLE, why));
+    };
+    if !broker.config.console_enabled {
+        let why = "the console is off (sluice.console.enabled=false)".to_string();
+        return Err(Failure(StatusCode::NOT_FOUND, why));
+    }
+    let mut session = Session::anonymous(None, "CONSOLE");
+    if auth::required(broker) {
+        let creds = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(auth::parse_basic);
+        let Some((user, password)) = creds else {
+            let why = "sign in with a SASL user's name and password".to_string();
+            return Err(Failure(StatusCode::UNAUTHORIZED, why));
+        };
+        if !s.console.check(broker, &user, &password) {
+            tracing::warn!("console: failed authentication for user {user:?}");
+            let why = "wrong user name or password".to_string();
+            return Err(Failure(StatusCode::UNAUTHORIZED, why));
+        }
+        session.principal = Arc::new(Principal::user(user));
+    }
+    Ok(Ctx {
+        broker: broker.clone(),
+        session,
+    })
+}
+
+/// The query string's parameters.
+pub(super) fn query(uri: &Uri) -> BTreeMap<String, String> {
+    render::parse_query(uri.query().unwrap_or(""))
+}
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+async fn index(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    asset(&s, &headers, "text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    asset(&s, &headers, "text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn style_css(State(s): State<HttpState>, headers: HeaderMap) -> Response {
+    asset(&s, &headers, "text/css; charset=utf-8", STYLE_CSS)
+}
+
+fn asset(
+    s: &HttpState,
+    headers: &HeaderMap,
+    content_type: &'static str,
+    body: &'static str,
+) -> Response {
+    match admit(s, headers) {
+        Ok(_) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(f) => {
+            let status = f.0;
+            let mut r = (status, format!("{}\n", f.1)).into_response();
+            if status == StatusCode::UNAUTHORIZED {
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static(auth::CHALLENGE),
+                );
+            }
+            r
+        }
+    }
+}
