@@ -9,7 +9,8 @@ import os
 import subprocess
 import time
 
-from confluent_kafka import KafkaException
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition)
 from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 
@@ -157,6 +158,57 @@ def scram_everywhere():
     for i, hp in NODES.items():
         wait_until(lambda hp=hp: not authenticates(SUE, hp), 20,
                    "sue to be refused on broker %d once deleted" % i)
+
+
+@S.scenario("transactions-over-sasl-ssl", timeout=180)
+def transactions():
+    """A transactional producer writes to a 3-partition RF=3 topic (partitions led by
+    different brokers): the coordinator's markers reach each leader over SASL_SSL, so a
+    read_committed consumer reads the committed transaction and not the aborted one."""
+    for i in NODES:
+        if subprocess.run([CLUSTER_CTL, "pid", str(i)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            cluster("start", i)
+    topic = "css-txn-%s" % RUN_TAG
+    admin = AdminClient(conf())
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(
+        timeout=T)
+    leaders = wait_until(lambda: (lambda md: {p.id: p.leader for p in md.topics[topic].partitions.values()}
+                                  if all(len(p.isrs) == 3 for p in md.topics[topic].partitions.values())
+                                  else None)(admin.list_topics(topic, timeout=10)),
+                         60, "a full ISR for every partition of %s" % topic)
+    info("partition leaders %s" % leaders)
+    p = Producer(conf(**{"transactional.id": "css-txn-" + RUN_TAG, "acks": "all"}))
+    p.init_transactions(T)
+    for outcome in ("commit", "abort"):
+        p.begin_transaction()
+        for k in range(30):
+            p.produce(topic, value=b"%s-%d" % (outcome.encode(), k), partition=k % 3)
+        if outcome == "commit":
+            p.commit_transaction(T)
+        else:
+            p.abort_transaction(T)
+    got = []
+    for part in range(3):
+        c = Consumer(conf(**{"group.id": "g-" + topic, "isolation.level": "read_committed",
+                             "enable.auto.commit": False, "enable.partition.eof": True}))
+        c.assign([TopicPartition(topic, part, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is None:
+                    continue
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    check(m.error().retriable(), "consume: %s" % m.error())
+                    continue
+                got.append(m.value())
+        finally:
+            c.close()
+    check(sorted(got) == sorted(b"commit-%d" % k for k in range(30)),
+          "read_committed read %d records (%r...), not the 30 committed" % (len(got), got[:3]))
 
 
 if __name__ == "__main__":
