@@ -51,6 +51,14 @@ def cluster(*args, timeout=150):
     info("cluster %s: %.1fs" % (" ".join(map(str, args)), time.monotonic() - t0))
 
 
+def ensure_all_up():
+    """Every node running (an earlier scenario may have failed with one down)."""
+    for i in NODES:
+        if subprocess.run([CLUSTER_CTL, "pid", str(i)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            cluster("start", i)
+
+
 def partition(topic, bootstrap=BOOTSTRAP):
     """(leader, replicas, isr) of partition 0 of `topic`."""
     md = AdminClient(conf(bootstrap=bootstrap)).list_topics(topic, timeout=10)
@@ -130,10 +138,7 @@ def replicated():
 
 @S.scenario("scram-users-everywhere", timeout=180)
 def scram_everywhere():
-    for i in NODES:
-        if subprocess.run([CLUSTER_CTL, "pid", str(i)], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode != 0:
-            cluster("start", i)
+    ensure_all_up()
     admin = AdminClient(conf(bootstrap=NODES[1]))
     up = UserScramCredentialUpsertion(SUE[1], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512,
                                                                   8192), SUE[2].encode())
@@ -165,10 +170,7 @@ def transactions():
     """A transactional producer writes to a 3-partition RF=3 topic (partitions led by
     different brokers): the coordinator's markers reach each leader over SASL_SSL, so a
     read_committed consumer reads the committed transaction and not the aborted one."""
-    for i in NODES:
-        if subprocess.run([CLUSTER_CTL, "pid", str(i)], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode != 0:
-            cluster("start", i)
+    ensure_all_up()
     topic = "css-txn-%s" % RUN_TAG
     admin = AdminClient(conf())
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(
