@@ -40,6 +40,8 @@ pub struct Broker {
     pub quotas: crate::quota::QuotaManager,
     /// Request, traffic and connection counters (`/metrics`).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The ACL authorizer when `authorizer.class.name` is set; None allows everything.
+    pub authorizer: Option<crate::security::acl::Authorizer>,
 }
 
 impl Broker {
@@ -69,6 +71,10 @@ impl Broker {
             config.listeners.iter().map(|l| l.name.clone()),
         ));
         let cleaner = controller.cleaner.clone();
+        let authorizer = config
+            .authorizer
+            .clone()
+            .map(|c| crate::security::acl::Authorizer::new(c, controller.acls.clone()));
         let quotas = crate::quota::QuotaManager::new(
             controller.client_quotas.clone(),
             crate::quota::rate::RateConfig {
@@ -102,6 +108,7 @@ impl Broker {
                 cleaner,
                 quotas,
                 metrics,
+                authorizer,
             }
         });
         let me = Arc::downgrade(&broker);

@@ -42,8 +42,9 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, timeout=
     """Copies a `parts`-partition topic of n_per_part records per partition with one
     TransactionalMessageCopier per input partition (transactions of 100 records, offsets by
     sendOffsetsToTransaction with group metadata) while kill_round(r, ctx) kills and restarts
-    brokers `rounds` times, each once the copiers committed another total/(rounds+2) records
-    since the last round; ctx names the input and output topics, the group and the copiers'
+    brokers `rounds` times: the first once the copiers committed total/(rounds+2) records, each
+    later one once they committed a share of what was left (so no round waits past the end);
+    ctx names the input and output topics, the group and the copiers'
     transactional ids, and has pause() / resume() (SIGSTOP / SIGCONT the copiers, for a
     round's wait for a restarted node to catch up). A copier that
     exits with an error (the broker was gone longer than its timeouts) is started again: it
@@ -127,7 +128,10 @@ def copier_kill9(bootstrap, parts, n_per_part, rounds, kill_round, tag, timeout=
             kills.append((now, kill_round(r, ctx)))
             info("%s: round %d at %d of %d copied (%.0fs): %s; now %d copied" % (
                 tag, r, now, total, time.monotonic() - started, kills[-1][1], copied()))
-            target = copied() + step
+            # the rounds left share what is left to copy, so the next target stays short of
+            # the end even when the copy ran ahead during this round's restart
+            now = copied()
+            target = now + max(1, (total - now) // (rounds - r + 2))
         while len(done) < parts:
             tend()
             check(time.monotonic() < deadline, "copiers not done after %ds (done: %s)" % (

@@ -108,6 +108,54 @@ impl RequestCtx {
             .record(kind, &self.principal.name, client, value as f64)
     }
 
+    /// Whether the request's principal may do `op` on `(rt, name)` (always, without an
+    /// authorizer).
+    pub fn authorize(
+        &self,
+        b: &Broker,
+        op: crate::security::acl::AclOperation,
+        rt: crate::security::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        b.authorizer
+            .as_ref()
+            .is_none_or(|a| a.authorize(&self.principal, self.peer.map(|p| p.ip()), op, rt, name))
+    }
+
+    /// Whether the request's principal may do `op` on the cluster resource.
+    pub fn authorize_cluster(&self, b: &Broker, op: crate::security::acl::AclOperation) -> bool {
+        use crate::security::acl::{ResourceType, model::CLUSTER_NAME};
+        self.authorize(b, op, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
+    /// Whether the request's principal may do `op` on some resource of type `rt`.
+    pub fn authorize_by_type(
+        &self,
+        b: &Broker,
+        op: crate::security::acl::AclOperation,
+        rt: crate::security::acl::ResourceType,
+    ) -> bool {
+        b.authorizer
+            .as_ref()
+            .is_none_or(|a| a.authorize_by_type(&self.principal, self.peer.map(|p| p.ip()), op, rt))
+    }
+
+    /// The authorized-operations bit field of `(rt, name)` for the request's principal: from
+    /// the ACLs, or every operation of `rt` without an authorizer (as Kafka answers).
+    pub fn authorized_operations(
+        &self,
+        b: &Broker,
+        rt: crate::security::acl::ResourceType,
+        name: &str,
+    ) -> i32 {
+        match &b.authorizer {
+            None => crate::security::acl::authorizer::all_operations(rt),
+            Some(a) => {
+                a.authorized_operations(&self.principal, self.peer.map(|p| p.ip()), rt, name)
+            }
+        }
+    }
+
     /// The client host as Kafka reports it (`InetAddress.toString`: "/127.0.0.1").
     pub fn client_host(&self) -> String {
         self.peer

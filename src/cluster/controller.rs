@@ -126,6 +126,9 @@ pub struct Controller {
     /// The users' SCRAM credentials (one node: persisted in `sluice-metadata`; a cluster: the
     /// image's, installed at each reconcile).
     pub scram: Arc<crate::security::scram_store::ScramStore>,
+    /// The ACLs (one node: persisted in `sluice-metadata`; a cluster: the image's, installed
+    /// at each reconcile).
+    pub acls: Arc<crate::security::acl::Acls>,
 }
 
 /// What a topic creation asks for, after defaults (-1) are resolved by the caller.
@@ -214,6 +217,7 @@ impl Controller {
             group_configs: Arc::default(),
             client_quotas: Arc::default(),
             scram: Arc::default(),
+            acls: Arc::default(),
         };
         let (stored, dynamic, features, groups, scram) = if config.cluster.is_some() {
             (

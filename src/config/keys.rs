@@ -128,6 +128,7 @@ pub fn kafka_version() -> &'static str {
 /// Keys Sluice acts on, with Kafka's meaning (config/server.properties documents each).
 pub const ACTED: &[&str] = &[
     "advertised.listeners",
+    "authorizer.class.name",
     "auto.create.topics.enable",
     "auto.leader.rebalance.enable",
     "broker.heartbeat.interval.ms",
@@ -274,6 +275,23 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
     },
 ];
 
+/// The StandardAuthorizer's own properties: Kafka passes every broker property to the
+/// authorizer named by `authorizer.class.name`, which reads these (they are not in
+/// `KafkaConfig`'s list).
+pub static AUTHORIZER_KEYS: &[KafkaKey] = &[
+    // `User:a;User:b`: principals allowed everything.
+    KafkaKey {
+        name: "super.users",
+        ty: KafkaType::String,
+        default: Some(""),
+    },
+    KafkaKey {
+        name: "allow.everyone.if.no.acl.found",
+        ty: KafkaType::Boolean,
+        default: Some("false"),
+    },
+];
+
 /// Sluice's built-in defaults where they differ from Kafka's built-in ones. A broker started
 /// without a config file is a development broker on one machine, so these are the values of
 /// Kafka's own single-node `config/server.properties` where it sets them, and otherwise
@@ -323,11 +341,6 @@ impl Asks {
 /// ([`ONE_LISTENER`]).
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
     (
-        "authorizer.class.name",
-        Asks::NonEmpty,
-        "ACLs (an authorizer)",
-    ),
-    (
         "remote.log.storage.system.enable",
         Asks::True,
         "tiered storage",
@@ -362,7 +375,11 @@ pub enum Treatment {
 /// `listener.name.<l>.<mechanism>.sasl.jaas.config`). Returns the property it names and
 /// how Sluice treats it; None if Kafka does not know the key.
 pub fn lookup(key: &str, listener_names: &[String]) -> Option<(&'static KafkaKey, Treatment)> {
-    if let Some(k) = SLUICE_KEYS.iter().find(|k| k.name == key) {
+    if let Some(k) = SLUICE_KEYS
+        .iter()
+        .chain(AUTHORIZER_KEYS)
+        .find(|k| k.name == key)
+    {
         return Some((k, Treatment::Acted));
     }
     let keys = kafka_keys();
@@ -426,6 +443,7 @@ pub fn default_of(key: &str) -> Option<&'static str> {
         .or_else(|| {
             SLUICE_KEYS
                 .iter()
+                .chain(AUTHORIZER_KEYS)
                 .find(|k| k.name == key)
                 .and_then(|k| k.default)
         })

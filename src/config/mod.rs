@@ -113,6 +113,9 @@ pub struct BrokerConfig {
     pub http_listener: Option<HttpListener>,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
+    /// The authorizer's settings when `authorizer.class.name` names one (ACLs are then
+    /// enforced); None: every request is allowed, as Kafka without an authorizer.
+    pub authorizer: Option<crate::security::acl::AuthorizerConfig>,
     /// The SASL settings of each `SASL_PLAINTEXT` and `SASL_SSL` listener, by listener name.
     pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::SaslListener>>,
     /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
@@ -125,6 +128,39 @@ pub struct BrokerConfig {
     /// The settings this configuration was built from, in order (config file, overrides);
     /// dynamic broker configs are laid over them by [`BrokerConfig::with_dynamic`].
     settings: Vec<Setting>,
+}
+
+/// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`.
+fn parse_authorizer(p: &Props) -> Result<Option<crate::security::acl::AuthorizerConfig>> {
+    use crate::security::acl::{AuthorizerConfig, STANDARD_AUTHORIZER};
+    let class = p.get("authorizer.class.name").trim();
+    if class.is_empty() {
+        return Ok(None);
+    }
+    if class != STANDARD_AUTHORIZER {
+        return Err(p.err(
+            "authorizer.class.name",
+            format!("Sluice serves {STANDARD_AUTHORIZER} only, not {class}"),
+        ));
+    }
+    let mut super_users = std::collections::BTreeSet::new();
+    for u in p.get("super.users").split(';') {
+        let u = u.trim();
+        if u.is_empty() {
+            continue;
+        }
+        if crate::security::Principal::parse(u).is_none() {
+            return Err(p.err(
+                "super.users",
+                format!("{u:?} is not a principal (type:name, e.g. User:admin)"),
+            ));
+        }
+        super_users.insert(u.to_string());
+    }
+    Ok(Some(AuthorizerConfig {
+        super_users,
+        allow_everyone_if_no_acl_found: p.boolean("allow.everyone.if.no.acl.found")?,
+    }))
 }
 
 /// The HTTP server's address, from `http://host:port` (an empty host binds all interfaces).
@@ -654,6 +690,7 @@ impl BrokerConfig {
             },
             http_listener: HttpListener::parse(&p)?,
             cluster,
+            authorizer: parse_authorizer(&p)?,
             sasl,
             no_effect,
             raw,

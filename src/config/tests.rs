@@ -118,9 +118,30 @@ fn missing_features_stop_start_up_and_say_which() {
     assert!(e.contains("GSSAPI is not supported"), "{e}");
     let e = err(cfg(&[(
         "authorizer.class.name",
-        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
     )]));
-    assert!(e.contains("ACLs"), "{e}");
+    assert!(e.contains("StandardAuthorizer only"), "{e}");
+    let e = err(cfg(&[
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("super.users", "User:admin;bob"),
+    ]));
+    assert!(e.contains("super.users") && e.contains("\"bob\""), "{e}");
+    let a = cfg(&[
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("super.users", "User:admin; User:ops"),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ])
+    .unwrap()
+    .authorizer
+    .unwrap();
+    assert_eq!(a.super_users.len(), 2);
+    assert!(a.allow_everyone_if_no_acl_found);
     let e = err(cfg(&[("remote.log.storage.system.enable", "true")]));
     assert!(e.contains("tiered storage"), "{e}");
     cfg(&[("remote.log.storage.system.enable", "false")]).unwrap();

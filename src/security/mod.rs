@@ -3,6 +3,7 @@
 //! authorizer and the quotas can judge it. The connection owns its [`Session`]; each request
 //! gets a shared handle on the principal as it stood when the request was read.
 
+pub mod acl;
 pub mod sasl;
 pub mod scram_store;
 
