@@ -30,6 +30,8 @@ pub struct Broker {
     pub share_states: Arc<crate::share::state::ShareStates>,
     /// Connections to the other brokers for the transaction coordinator's requests.
     pub peers: crate::txn::peers::Peers,
+    /// How this broker connects to the other brokers (the inter-broker listener's security).
+    pub inter_broker: crate::net::client::InterBroker,
     /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
     pub cluster: OnceLock<Arc<ClusterNode>>,
     /// The log cleaner (compacted topics), its threads started by `spawn_background`.
@@ -46,6 +48,9 @@ impl Broker {
     /// Opens the log dirs. In a cluster, `cluster_id` is the id the metadata quorum agreed on.
     pub fn open(config: BrokerConfig, cluster_id: Option<&str>) -> Result<Arc<Broker>> {
         let config = Arc::new(config);
+        // The client side of the inter-broker listener: bad keys stop start-up here, before
+        // any data is opened.
+        let inter_broker = crate::net::client::InterBroker::load(&config)?;
         let controller = Controller::open(config.clone(), cluster_id)?;
         let advertised = config.advertised();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
@@ -98,6 +103,7 @@ impl Broker {
                 share: crate::share::Coordinator::open(share_config, Some(share_states.clone())),
                 share_states,
                 peers: Default::default(),
+                inter_broker,
                 cluster: OnceLock::new(),
                 cleaner,
                 quotas,

@@ -4,31 +4,18 @@ make-certs). See ./run for the scenarios and which broker setting each runs unde
 import os
 import random
 import socket
-import ssl
 import struct
-import subprocess
-import threading
-import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
+from tlslib import (CA, T, TMP, Relay, closed_by_broker, consume_with, fetch_v4, java_tool, pem,
+                    produce_with, recv_frame, run, tls_context)
 
 S = Suite("tls")
-T = 30
-PKI = os.environ["PKI"]
 KIND = os.environ.get("BROKER_KIND", "sluice")
 BROKER_LOG = os.environ.get("BROKER_LOG", "")
-KAFKA_LIBS = os.environ.get("KAFKA_LIBS", "")
-ROOT = os.environ.get("SLUICE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
-LOG4J = os.path.join(ROOT, "scripts", "kafka", "log4j2-tools.properties")
-TMP = os.environ.get("SUITE_TMP", "/tmp")
-CA = os.path.join(PKI, "ca.pem")
-
-
-def pem(name):
-    return os.path.join(PKI, name)
 
 
 def quiet(err):
@@ -74,35 +61,12 @@ def create_topic(name, cert=None):
 
 
 def produce(topic, values, cert=None, producer=None):
-    p = producer or Producer(rdkafka_conf(cert, **{"linger.ms": 5}))
-    errors = []
-    for v in values:
-        p.produce(topic, value=v, on_delivery=lambda e, m: e and errors.append(e))
-        p.poll(0)
-    left = p.flush(T)
-    check(left == 0 and not errors, "produce: %d undelivered, errors %s" % (left, errors[:3]))
-    return p
+    return produce_with(rdkafka_conf(cert), topic, values, producer)
 
 
 def consume(topic, n, cert=None):
     """n values of `topic` read by a group consumer from the beginning."""
-    c = Consumer(rdkafka_conf(cert, **{"group.id": "g-" + topic, "auto.offset.reset": "earliest",
-                                       "enable.auto.commit": False}))
-    c.subscribe([topic])
-    out = []
-    deadline = time.monotonic() + T
-    try:
-        while len(out) < n and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            check(m.error() is None, "consume: %s" % m.error())
-            out.append(m.value())
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-    check(len(out) == n, "consumed %d of %d" % (len(out), n))
-    return out
+    return consume_with(rdkafka_conf(cert), topic, n)
 
 
 def roundtrip_confluent(cert=None):
@@ -112,12 +76,6 @@ def roundtrip_confluent(cert=None):
     produce(topic, values, cert)
     got = consume(topic, len(values), cert)
     check(got == values, "values read back differ (first %r vs %r)" % (got[:1], values[:1]))
-
-
-def run(cmd, stdin=None, timeout=60):
-    r = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=timeout)
-    return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
 
 
 def roundtrip_kcat(cert=None):
@@ -134,25 +92,19 @@ def roundtrip_kcat(cert=None):
         len(out.splitlines()), len(lines), out[:200]))
 
 
-def java_tool(main_class, args, stdin=None):
-    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-           "-Dlog4j2.configurationFile=" + LOG4J, "-cp", os.path.join(KAFKA_LIBS, "*"),
-           main_class, "--bootstrap-server", BOOTSTRAP] + args
-    return run(cmd, stdin=stdin, timeout=90)
-
-
 def roundtrip_java(cert=None):
     topic = "tls-java-%s-%s" % (cert or "anon", RUN_TAG)
     props = java_props(cert)
     create_topic(topic, cert)
     lines = ["java line %d %s" % (i, RUN_TAG) for i in range(100)]
     rc, out, err = java_tool("org.apache.kafka.tools.ConsoleProducer",
-                             ["--topic", topic, "--command-config", props],
+                             ["--topic", topic, "--command-config", props], BOOTSTRAP,
                              stdin=("\n".join(lines) + "\n").encode())
     check(rc == 0, "ConsoleProducer exited %d: %s" % (rc, (out + err)[-600:]))
     rc, out, err = java_tool("org.apache.kafka.tools.consumer.ConsoleConsumer",
                              ["--topic", topic, "--command-config", props, "--from-beginning",
-                              "--max-messages", str(len(lines)), "--timeout-ms", "20000"])
+                              "--max-messages", str(len(lines)), "--timeout-ms", "20000"],
+                             BOOTSTRAP)
     check(rc == 0, "ConsoleConsumer exited %d: %s" % (rc, (out + err)[-600:]))
     got = [l for l in out.splitlines() if l.startswith("java line")]
     check(got == lines, "the Java consumer read %d lines, not the %d written" % (
@@ -171,91 +123,6 @@ def refused(cert, what):
     rc, out, err = run(["kcat", "-b", BOOTSTRAP, "-L", "-m", "5"] + kcat_args(cert), timeout=30)
     check(rc != 0, "%s: kcat -L exited %d: %s" % (what, rc, out[:300]))
     info("%s: kcat refused: %s" % (what, err.strip().splitlines()[-1:]))
-
-
-# --- raw sockets ------------------------------------------------------------------------
-
-def tls_context():
-    ctx = ssl.create_default_context(cafile=CA)
-    ctx.check_hostname = True
-    return ctx
-
-
-class Relay:
-    """A TCP relay on a free port in front of the broker that keeps every byte it passes."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        self.port = self.sock.getsockname()[1]
-        self.to_broker = bytearray()
-        self.to_client = bytearray()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _pump(self, src, dst, keep):
-        try:
-            while True:
-                b = src.recv(65536)
-                if not b:
-                    break
-                keep += b
-                dst.sendall(b)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def _serve(self):
-        client, _ = self.sock.accept()
-        broker = socket.create_connection(host_port(), timeout=T)
-        broker.settimeout(None)
-        threading.Thread(target=self._pump, args=(client, broker, self.to_broker), daemon=True).start()
-        self._pump(broker, client, self.to_client)
-
-
-def recv_frame(s):
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            c = s.recv(n - len(b))
-            if not c:
-                raise ConnectionError("closed after %d of %d bytes" % (len(b), n))
-            b += c
-        return b
-    n = struct.unpack(">i", exact(4))[0]
-    return exact(n)
-
-
-def fetch_v4(topic, partition=0):
-    """A Fetch v4 request frame (header v1) for one partition from offset 0."""
-    t = topic.encode()
-    body = struct.pack(">iiiib", -1, 500, 1, 1 << 20, 0)
-    body += struct.pack(">i", 1) + struct.pack(">h", len(t)) + t
-    body += struct.pack(">i", 1) + struct.pack(">iqi", partition, 0, 1 << 20)
-    header = struct.pack(">hhih", 1, 4, 7, 3) + b"raw"
-    msg = header + body
-    return struct.pack(">i", len(msg)) + msg
-
-
-def closed_by_broker(s, timeout=15):
-    """True once the broker has closed `s` (EOF or a reset), waiting up to `timeout`."""
-    s.settimeout(timeout)
-    try:
-        while True:
-            b = s.recv(4096)
-            if not b:
-                return True
-    except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
-        return True
-    except socket.timeout:
-        return False
-    except OSError:
-        return True
 
 
 def logged_once(port):

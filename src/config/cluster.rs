@@ -217,16 +217,24 @@ pub(super) fn parse(
     }
     let inter_broker_listener = if !roles.broker {
         String::new()
-    } else if p.is_set("inter.broker.listener.name") {
-        let n = p
-            .get("inter.broker.listener.name")
-            .trim()
-            .to_ascii_uppercase();
+    } else if p.is_set("inter.broker.listener.name") || p.given("security.inter.broker.protocol") {
+        // As Kafka: one of the two names the listener; security.inter.broker.protocol names
+        // the listener called after the protocol.
+        let key = if p.is_set("inter.broker.listener.name") {
+            if p.given("security.inter.broker.protocol") {
+                return Err(p.err(
+                    "security.inter.broker.protocol",
+                    "only one of inter.broker.listener.name and security.inter.broker.protocol \
+                     may be set",
+                ));
+            }
+            "inter.broker.listener.name"
+        } else {
+            "security.inter.broker.protocol"
+        };
+        let n = p.get(key).trim().to_ascii_uppercase();
         if !listeners.iter().any(|l| l.name == n) {
-            return Err(p.err(
-                "inter.broker.listener.name",
-                format!("{n} is not one of the broker's listeners"),
-            ));
+            return Err(p.err(key, format!("{n} is not one of the broker's listeners")));
         }
         n
     } else {

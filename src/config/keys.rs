@@ -180,7 +180,9 @@ pub const ACTED: &[&str] = &[
     "listener.security.protocol.map",
     "listeners",
     "sasl.enabled.mechanisms",
+    "sasl.mechanism.inter.broker.protocol",
     "sasl.server.max.receive.size",
+    "security.inter.broker.protocol",
     "log.dir",
     "log.dirs",
     "log.flush.interval.messages",
@@ -238,6 +240,7 @@ pub const ACTED: &[&str] = &[
     "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
     "ssl.key.password",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
@@ -346,14 +349,9 @@ impl Asks {
 }
 
 /// Features Sluice does not have yet, as the keys that ask for them: the one list to shorten
-/// as features arrive. Listeners whose security protocol is SASL_SSL are refused where
-/// listeners are parsed ([`SECURE_PROTOCOLS`]); so is a second listener ([`ONE_LISTENER`]).
+/// as features arrive. A second listener is refused where listeners are parsed
+/// ([`ONE_LISTENER`]).
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
-    (
-        "security.inter.broker.protocol",
-        Asks::Not("PLAINTEXT"),
-        "TLS and SASL (between brokers)",
-    ),
     (
         "remote.log.storage.system.enable",
         Asks::True,
@@ -366,10 +364,9 @@ pub const NOT_YET: &[(&str, Asks, &str)] = &[
     ),
 ];
 
-/// Security protocols Sluice cannot serve yet (a listener using one stops start-up). SSL
-/// (`net::tls`) and SASL_PLAINTEXT (`net::sasl`) are served; SASL_SSL would run the SASL
-/// gate over the TLS transport.
-pub const SECURE_PROTOCOLS: &[&str] = &["SASL_SSL"];
+/// Kafka's security protocols, all served: SSL over `net::tls`, SASL_PLAINTEXT with the SASL
+/// gate of `net::sasl`, SASL_SSL with that gate over the TLS transport.
+pub const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
 /// Why a second listener is refused: each Kafka listener answers Metadata with its own
 /// advertised address, which needs the listener carried with every request.

@@ -23,7 +23,7 @@ use anyhow::{Context, Result, anyhow, bail};
 pub use cluster::{ClusterConfig, Roles};
 pub use parse::{Origin, Setting, parse_override, parse_properties, read_pairs};
 
-use keys::{NOT_YET, ONE_LISTENER, SECURE_PROTOCOLS, Treatment, default_of, lookup};
+use keys::{NOT_YET, ONE_LISTENER, SECURITY_PROTOCOLS, Treatment, default_of, lookup};
 
 /// A listener as written in `listeners` / `advertised.listeners`: `NAME://host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub struct BrokerConfig {
     /// The authorizer's settings when `authorizer.class.name` names one (ACLs are then
     /// enforced); None: every request is allowed, as Kafka without an authorizer.
     pub authorizer: Option<crate::security::acl::AuthorizerConfig>,
-    /// The SASL settings of each `SASL_PLAINTEXT` listener, by listener name.
+    /// The SASL settings of each `SASL_PLAINTEXT` and `SASL_SSL` listener, by listener name.
     pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::SaslListener>>,
     /// Keys that were set but have no effect in Sluice, sorted (logged once at start-up).
     pub no_effect: Vec<String>,
@@ -398,9 +398,7 @@ fn parse_protocol_map(p: &Props) -> Result<BTreeMap<String, String>> {
             .split_once(':')
             .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME:PROTOCOL")))?;
         let proto = proto.trim().to_ascii_uppercase();
-        if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT"].contains(&proto.as_str())
-            && !SECURE_PROTOCOLS.contains(&proto.as_str())
-        {
+        if !SECURITY_PROTOCOLS.contains(&proto.as_str()) {
             return Err(p.err(key, format!("{proto:?} is not a security protocol")));
         }
         map.insert(name.trim().to_ascii_uppercase(), proto);
@@ -493,7 +491,7 @@ impl BrokerConfig {
         let protocols = parse_protocol_map(&p)?;
         let mut listeners = parse_listeners(&p, "listeners")?;
         for l in &listeners {
-            let Some(proto) = protocols.get(&l.name) else {
+            if !protocols.contains_key(&l.name) {
                 return Err(p.err(
                     "listeners",
                     format!(
@@ -501,21 +499,14 @@ impl BrokerConfig {
                         l.name
                     ),
                 ));
-            };
-            if SECURE_PROTOCOLS.contains(&proto.as_str()) {
-                return Err(p.err(
-                    "listeners",
-                    format!(
-                        "listener {} uses {proto}: SASL over TLS is not supported by Sluice yet \
-                         (PLAINTEXT, SSL and SASL_PLAINTEXT are)",
-                        l.name
-                    ),
-                ));
             }
         }
         let mut sasl = BTreeMap::new();
         for l in &listeners {
-            if protocols.get(&l.name).map(String::as_str) == Some("SASL_PLAINTEXT") {
+            if protocols
+                .get(&l.name)
+                .is_some_and(|proto| proto.starts_with("SASL_"))
+            {
                 let get = |k: &str| {
                     let v = p.get(k);
                     (!v.trim().is_empty()).then(|| v.to_string())
@@ -556,16 +547,18 @@ impl BrokerConfig {
             return Err(p.err(dirs_key, "no directory given"));
         }
         let cluster = cluster::parse(&p, node_id, &mut listeners, &log_dirs)?;
-        if let Some(cc) = &cluster
-            && cc.roles.broker
-            && protocols.get(&cc.inter_broker_listener).map(String::as_str) != Some("PLAINTEXT")
+        // The Raft quorum's connections between controllers are plain TCP.
+        if let Some(l) = cluster
+            .as_ref()
+            .and_then(|c| c.controller_listener.as_ref())
+            && let Some(proto) = protocols.get(&l.name).filter(|p| *p != "PLAINTEXT")
         {
             return Err(p.err(
-                "inter.broker.listener.name",
+                "listener.security.protocol.map",
                 format!(
-                    "{} is not a PLAINTEXT listener: TLS and SASL between brokers are not \
-                     supported by Sluice yet",
-                    cc.inter_broker_listener
+                    "the controller listener {} uses {proto}: TLS and SASL between \
+                     controllers are not supported by Sluice yet (PLAINTEXT is)",
+                    l.name
                 ),
             ));
         }

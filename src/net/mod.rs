@@ -1,5 +1,6 @@
 //! Networking: listeners, connections, framing, and response writing (bytes + sendfile).
 
+pub mod client;
 pub mod connection;
 pub mod response;
 pub mod sasl;

@@ -1,4 +1,4 @@
-//! The SASL step of a connection on a `SASL_PLAINTEXT` listener: each frame goes through the
+//! The SASL step of a connection on a `SASL_PLAINTEXT` or `SASL_SSL` listener: each frame goes through the
 //! connection's [`Authenticator`] first, which answers the SASL requests itself and lets the
 //! others through once the connection is authenticated. A failed authentication is logged
 //! once with the client's address and answered after `connection.failed.authentication.delay.ms`,

@@ -80,7 +80,13 @@ impl Peers {
             let addr = Self::address(b, id).ok_or_else(|| anyhow!("no address for broker {id}"))?;
             let client_id = format!("sluice-txn-{}", b.node_id());
             *conn = Some(
-                LeaderConn::connect(&addr, client_id, b.config.socket_request_max_bytes).await?,
+                LeaderConn::connect(
+                    &addr,
+                    client_id,
+                    b.config.socket_request_max_bytes,
+                    &b.inter_broker,
+                )
+                .await?,
             );
         }
         let Some(c) = conn.as_mut() else {

@@ -3,50 +3,146 @@
 //! wants, the body encoded by kafka-protocol), answered in order by one response frame whose
 //! header carries the request's correlation id.
 //!
+//! The byte stream comes from the broker's inter-broker security
+//! ([`crate::net::client::InterBroker`]): plain TCP or TLS, and on a SASL listener the
+//! connection logs in first (SaslHandshake v1, then SaslAuthenticate v2 until the mechanism is
+//! done), as Kafka's broker does before its first request. A session the leader bounds
+//! (`connections.max.reauth.ms`, KIP-368) is renewed on the same connection before it ends:
+//! at 85% of its lifetime the next request is preceded by a new login.
+//!
 //! Nothing from the leader is trusted: a frame size outside (0, `max_frame`], a correlation
 //! id that is not the request's, or a body that does not decode (the crate's decoder is run
 //! under `catch_unwind`) is an error, and the caller then drops the connection.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::net::client::{InterBroker, Transport};
+use crate::security::sasl::client::ClientLogin;
+
+/// How long the SASL login may take, all its round trips together.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most SaslAuthenticate round trips a login may take (SCRAM takes two).
+const LOGIN_ROUNDS: usize = 4;
 
 pub struct LeaderConn {
-    stream: TcpStream,
+    stream: Box<dyn Transport>,
     client_id: StrBytes,
     next_correlation: i32,
     /// The largest response frame accepted.
     max_frame: usize,
+    /// The SASL login, and when the session must be renewed (None: it does not expire).
+    login: Option<(ClientLogin, Option<Instant>)>,
 }
 
 impl LeaderConn {
-    /// Connects to `addr` (`host:port`).
-    pub async fn connect(addr: &str, client_id: String, max_frame: usize) -> Result<LeaderConn> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| anyhow!("connecting to {addr} timed out"))?
-            .with_context(|| format!("connecting to {addr}"))?;
-        stream.set_nodelay(true)?;
-        Ok(LeaderConn {
+    /// Connects to `addr` (`host:port`) with the inter-broker `security`, logged in when it
+    /// has a SASL login.
+    pub async fn connect(
+        addr: &str,
+        client_id: String,
+        max_frame: usize,
+        security: &InterBroker,
+    ) -> Result<LeaderConn> {
+        let stream = security.open(addr).await?;
+        let mut conn = LeaderConn {
             stream,
             client_id: StrBytes::from_string(client_id),
             next_correlation: 0,
             max_frame,
-        })
+            login: None,
+        };
+        if let Some(login) = &security.sasl {
+            let renew = conn
+                .login(login)
+                .await
+                .with_context(|| format!("SASL login to {addr} as {}", login.username))?;
+            conn.login = Some((login.clone(), renew));
+        }
+        Ok(conn)
+    }
+
+    /// The SASL exchange: the mechanism named in SaslHandshake, then its tokens in
+    /// SaslAuthenticate requests until the client side is done. Returns when the session
+    /// must be renewed, if the broker bounds it.
+    async fn login(&mut self, login: &ClientLogin) -> Result<Option<Instant>> {
+        let mut hs = SaslHandshakeRequest::default();
+        hs.mechanism = StrBytes::from_static_str(login.mechanism.name());
+        let r: SaslHandshakeResponse = self
+            .exchange(ApiKey::SaslHandshake, 1, &hs, LOGIN_TIMEOUT)
+            .await?;
+        if r.error_code != 0 {
+            let offered: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
+            bail!(
+                "SaslHandshake refused {} (error {}; the broker offers {offered:?})",
+                login.mechanism.name(),
+                r.error_code
+            );
+        }
+        let started = Instant::now();
+        let mut exchange = login.start(format!("{}", uuid::Uuid::new_v4().simple()));
+        let mut server = Bytes::new();
+        let mut lifetime_ms = 0;
+        for _ in 0..LOGIN_ROUNDS {
+            let Some(token) = exchange.step(&server).map_err(|e| anyhow!(e))? else {
+                return Ok(renew_at(started, lifetime_ms));
+            };
+            let mut req = SaslAuthenticateRequest::default();
+            req.auth_bytes = Bytes::from(token);
+            let left = LOGIN_TIMEOUT.saturating_sub(started.elapsed());
+            let r: SaslAuthenticateResponse = self
+                .exchange(ApiKey::SaslAuthenticate, 2, &req, left)
+                .await?;
+            if r.error_code != 0 {
+                bail!(
+                    "SaslAuthenticate error {}: {}",
+                    r.error_code,
+                    r.error_message.as_deref().unwrap_or("")
+                );
+            }
+            server = r.auth_bytes;
+            lifetime_ms = r.session_lifetime_ms;
+        }
+        match exchange.step(&server).map_err(|e| anyhow!(e))? {
+            None => Ok(renew_at(started, lifetime_ms)),
+            Some(_) => bail!("the login took more than {LOGIN_ROUNDS} round trips"),
+        }
     }
 
     /// Sends `body` as API `key` at `version` and reads its response, waiting at most
-    /// `timeout` for it.
+    /// `timeout` for it; a SASL session due for renewal is renewed first.
     pub async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: &Req,
+        timeout: Duration,
+    ) -> Result<Resp> {
+        if let Some((login, renew)) = self.login.take() {
+            let renew = match renew {
+                Some(at) if Instant::now() >= at => self
+                    .login(&login)
+                    .await
+                    .with_context(|| format!("SASL re-authentication as {}", login.username))?,
+                other => other,
+            };
+            self.login = Some((login, renew));
+        }
+        self.exchange(key, version, body, timeout).await
+    }
+
+    /// One request and its response.
+    async fn exchange<Req: Encodable, Resp: Decodable>(
         &mut self,
         key: ApiKey,
         version: i16,
@@ -65,6 +161,12 @@ impl LeaderConn {
             .map_err(|_| anyhow!("no {key:?} response within {timeout:?}"))??;
         decode_response(key, version, correlation_id, frame)
     }
+}
+
+/// When a session of `lifetime_ms` (0: unbounded) that began at `started` is renewed: at 85%
+/// of its lifetime, as Kafka's client re-authenticates between 85% and 95%.
+fn renew_at(started: Instant, lifetime_ms: i64) -> Option<Instant> {
+    (lifetime_ms > 0).then(|| started + Duration::from_millis(lifetime_ms as u64 * 85 / 100))
 }
 
 /// A request frame: size, header, body.
@@ -90,7 +192,7 @@ pub fn encode_request<Req: Encodable>(
 }
 
 /// Reads one frame (without its size) of at most `max_frame` bytes.
-async fn read_frame(stream: &mut TcpStream, max_frame: usize) -> Result<Bytes> {
+async fn read_frame(stream: &mut (impl AsyncRead + Unpin), max_frame: usize) -> Result<Bytes> {
     let size = stream.read_i32().await.context("reading a response size")?;
     if size <= 0 || size as usize > max_frame {
         bail!("response frame of {size} bytes (limit {max_frame})");

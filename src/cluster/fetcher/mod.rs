@@ -52,6 +52,8 @@ pub struct FetcherConfig {
     pub max_wait_ms: i32,
     /// replica.fetch.backoff.ms: the wait after a failed connection or a partition error.
     pub backoff_ms: u64,
+    /// How connections to leaders are made (the inter-broker listener's security).
+    pub security: crate::net::client::InterBroker,
 }
 
 impl FetcherConfig {
@@ -64,6 +66,7 @@ impl FetcherConfig {
             min_bytes: 1,
             max_wait_ms: 500,
             backoff_ms: 1000,
+            security: crate::net::client::InterBroker::plaintext(),
         }
     }
 }

@@ -230,7 +230,13 @@ impl Session {
         if self.conn.is_none() {
             let client_id = format!("broker-{}-fetcher-{}", self.cfg.local_id, self.leader);
             let limit = self.cfg.max_bytes.max(self.cfg.partition_max_bytes).max(0) as usize;
-            let conn = LeaderConn::connect(&self.addr, client_id, limit + FRAME_SLACK).await?;
+            let conn = LeaderConn::connect(
+                &self.addr,
+                client_id,
+                limit + FRAME_SLACK,
+                &self.cfg.security,
+            )
+            .await?;
             tracing::debug!(leader = self.leader, addr = %self.addr, "connected to leader");
             self.conn = Some(conn);
         }

@@ -129,6 +129,7 @@ fn config() -> FetcherConfig {
         min_bytes: 1,
         max_wait_ms: 200,
         backoff_ms: 20,
+        security: crate::net::client::InterBroker::plaintext(),
     }
 }
 

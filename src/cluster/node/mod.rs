@@ -230,6 +230,7 @@ impl ClusterNode {
                     min_bytes: cc.replica_fetch_min_bytes,
                     max_wait_ms: cc.replica_fetch_wait_max_ms,
                     backoff_ms: cc.replica_fetch_backoff_ms,
+                    security: broker.inter_broker.clone(),
                 },
                 broker_epoch.clone(),
                 cancel.child_token(),

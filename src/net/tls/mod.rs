@@ -6,6 +6,7 @@
 //! that fails (garbage bytes, an untrusted or missing client certificate) ends that connection
 //! only, with one log line naming the client.
 
+pub mod client;
 pub mod principal;
 pub mod settings;
 mod sink;

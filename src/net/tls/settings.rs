@@ -37,16 +37,16 @@ pub struct TlsSettings {
 }
 
 /// Reads one listener's values, tracking which key each came from.
-struct Lookup<'a> {
-    config: &'a BrokerConfig,
+pub(super) struct Lookup<'a> {
+    pub(super) config: &'a BrokerConfig,
     /// `listener.name.<listener>.`, lower-cased as Kafka writes it.
-    prefix: String,
+    pub(super) prefix: String,
 }
 
 impl Lookup<'_> {
     /// The key that gives `prop` its value (prefixed, plain, or the plain key's default), and
     /// the value (None for Kafka's null or an empty value).
-    fn get(&self, prop: &str) -> (String, Option<String>) {
+    pub(super) fn get(&self, prop: &str) -> (String, Option<String>) {
         let prefixed = format!("{}{prop}", self.prefix);
         if let Some((k, v)) = self
             .config
@@ -85,7 +85,7 @@ impl Lookup<'_> {
     }
 
     /// An error about `key`, prefixed with where it was set.
-    fn err(&self, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+    pub(super) fn err(&self, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
         match self.config.origin(key) {
             Some(origin) => anyhow!("{origin}: {key}: {msg}"),
             None => anyhow!("{key}: {msg}"),
@@ -156,7 +156,7 @@ pub fn load(config: &BrokerConfig, listener: &str, protocol: &str) -> Result<Tls
 
 /// ring's suites, narrowed to `ssl.cipher.suites` when it is set (IANA names, which Java uses:
 /// TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...).
-fn provider(l: &Lookup<'_>) -> Result<CryptoProvider> {
+pub(super) fn provider(l: &Lookup<'_>) -> Result<CryptoProvider> {
     let mut p = rustls::crypto::ring::default_provider();
     let (key, wanted) = l.get("ssl.cipher.suites");
     let Some(wanted) = wanted else {
@@ -189,7 +189,7 @@ fn provider(l: &Lookup<'_>) -> Result<CryptoProvider> {
 
 /// `ssl.enabled.protocols`, capped by `ssl.protocol` (TLSv1.2 there keeps TLSv1.3 off, as the
 /// JDK's TLSv1.2 context does).
-fn protocol_versions(l: &Lookup<'_>) -> Result<Vec<&'static SupportedProtocolVersion>> {
+pub(super) fn protocol_versions(l: &Lookup<'_>) -> Result<Vec<&'static SupportedProtocolVersion>> {
     let (pkey, proto) = l.get("ssl.protocol");
     let cap13 = match proto.as_deref().unwrap_or("TLSv1.3") {
         "TLSv1.3" | "TLS" => true,
@@ -259,7 +259,9 @@ fn pem_type(l: &Lookup<'_>, prop: &str) -> Result<()> {
 }
 
 /// The certificate chain and private key (`ssl.keystore.*`).
-fn keystore(l: &Lookup<'_>) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+pub(super) fn keystore(
+    l: &Lookup<'_>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let (loc_key, location) = l.get("ssl.keystore.location");
     let (chain_key, chain) = l.get("ssl.keystore.certificate.chain");
     let (key_key, inline_key) = l.get("ssl.keystore.key");
@@ -351,7 +353,7 @@ fn private_key(
 
 /// The trust anchors for client certificates (`ssl.truststore.*`): the key that gave them,
 /// and the store (None when neither key is set).
-fn truststore(l: &Lookup<'_>) -> Result<(String, Option<RootCertStore>)> {
+pub(super) fn truststore(l: &Lookup<'_>) -> Result<(String, Option<RootCertStore>)> {
     let (loc_key, location) = l.get("ssl.truststore.location");
     let (certs_key, inline) = l.get("ssl.truststore.certificates");
     let (key, origin, text) = match (location, inline) {

@@ -8,6 +8,7 @@
 //! runs over any byte transport (plain TCP or TLS).
 
 pub mod authenticator;
+pub mod client;
 pub mod config;
 pub mod jaas;
 pub mod oauthbearer;
