@@ -38,19 +38,27 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         });
     let partition = crate::group::records::partition_for(&req.group_id.0, count.max(1));
     let parts = BTreeSet::from([(offsets.to_string(), partition)]);
-    let mut code = match crate::txn::ensure_ready(&b).await {
-        Err(code) if b.cluster().is_none() => code,
-        _ => {
-            b.txns
-                .add_partitions(
-                    &req.transactional_id.0,
-                    req.producer_id.0,
-                    req.producer_epoch,
-                    &parts,
-                    0,
-                )
-                .await
-        }
+    // WRITE on the transactional id, then READ on the group.
+    use super::authz::Op;
+    let refusal = ctx
+        .txn_error(&b, Op::Write, &req.transactional_id)
+        .or_else(|| ctx.group_error(&b, Op::Read, &req.group_id));
+    let mut code = match refusal {
+        Some(code) => code,
+        None => match crate::txn::ensure_ready(&b).await {
+            Err(code) if b.cluster().is_none() => code,
+            _ => {
+                b.txns
+                    .add_partitions(
+                        &req.transactional_id.0,
+                        req.producer_id.0,
+                        req.producer_epoch,
+                        &parts,
+                        0,
+                    )
+                    .await
+            }
+        },
     };
     if ctx.version < 2 && code == E::ProducerFenced.code() {
         code = E::InvalidProducerEpoch.code();

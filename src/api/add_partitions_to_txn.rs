@@ -68,9 +68,13 @@ fn partitions(topics: &[AddPartitionsToTxnTopic]) -> BTreeSet<TopicPartition> {
         .collect()
 }
 
-/// One transaction's per-partition results.
+/// One transaction's per-partition results. Clients (v0-3) need WRITE on the transactional
+/// id; every partition needs WRITE on its topic (checked before its existence), else the
+/// transaction is refused with OPERATION_NOT_ATTEMPTED for the partitions that passed.
+#[allow(clippy::too_many_arguments)]
 async fn one(
     b: &Broker,
+    ctx: &RequestCtx,
     version: i16,
     id: &str,
     producer_id: i64,
@@ -78,17 +82,22 @@ async fn one(
     verify_only: bool,
     parts: BTreeSet<TopicPartition>,
 ) -> Vec<(TopicPartition, i16)> {
-    let known =
-        |(t, p): &TopicPartition| b.controller.topic(t).is_some_and(|i| i.has_partition(*p));
-    if !parts.iter().all(known) {
+    if version < 4
+        && let Some(code) = ctx.txn_error(b, super::authz::Op::Write, id)
+    {
+        return parts.into_iter().map(|tp| (tp, code)).collect();
+    }
+    let refusal = |(t, p): &TopicPartition| {
+        ctx.topic_error(b, super::authz::Op::Write, t).or_else(|| {
+            (!b.controller.topic(t).is_some_and(|i| i.has_partition(*p)))
+                .then(|| E::UnknownTopicOrPartition.code())
+        })
+    };
+    if parts.iter().any(|tp| refusal(tp).is_some()) {
         return parts
             .into_iter()
             .map(|tp| {
-                let code = if known(&tp) {
-                    E::OperationNotAttempted.code()
-                } else {
-                    E::UnknownTopicOrPartition.code()
-                };
+                let code = refusal(&tp).unwrap_or(E::OperationNotAttempted.code());
                 (tp, code)
             })
             .collect();
@@ -117,10 +126,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: AddPartitionsToTxnRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let mut resp = AddPartitionsToTxnResponse::default();
+    if v >= 4
+        && let Some(code) = ctx.cluster_error(&b, super::authz::Op::ClusterAction)
+    {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
     if v < 4 {
         let parts = partitions(&req.v3_and_below_topics);
         let results = one(
             &b,
+            &ctx,
             v,
             &req.v3_and_below_transactional_id.0,
             req.v3_and_below_producer_id.0,
@@ -135,6 +151,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for t in req.transactions {
         let results = one(
             &b,
+            &ctx,
             v,
             &t.transactional_id.0,
             t.producer_id.0,

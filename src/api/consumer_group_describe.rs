@@ -26,9 +26,6 @@ pub const SPEC: ApiSpec = ApiSpec {
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 
-/// READ, DELETE and DESCRIBE: the group operations (ACLs are not enforced).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
 fn assignment(b: &Broker, a: &consumer::Assignment) -> Assignment {
     let mut out = Assignment::default();
     for (id, ps) in a {
@@ -52,6 +49,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for id in req.group_ids {
         let mut d = DescribedGroup::default();
         d.group_id = id.clone();
+        d.authorized_operations = super::authz::OPS_NOT_REQUESTED;
+        if let Some(code) = ctx.group_error(&b, super::authz::Op::Describe, &id) {
+            d.error_code = code;
+            resp.groups.push(d);
+            continue;
+        }
         match b.groups.consumer_describe(id.0.as_str()).await {
             Ok(g) => {
                 d.group_state = sb(g.state().name().to_string());
@@ -87,11 +90,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     dm.member_type = if m.classic.is_some() { 0 } else { 1 };
                     d.members.push(dm);
                 }
-                if req.include_authorized_operations {
-                    d.authorized_operations = GROUP_OPERATIONS;
-                } else {
-                    d.authorized_operations = i32::MIN;
-                }
+                d.authorized_operations = ctx.ops_if(
+                    &b,
+                    req.include_authorized_operations,
+                    crate::security::acl::ResourceType::Group,
+                    id.0.as_str(),
+                );
             }
             Err(e) => {
                 d.error_code = e.code;

@@ -89,6 +89,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         r.name = t.name.clone();
         r.num_partitions = -1;
         r.replication_factor = -1;
+        // After the duplicate check: CREATE on the cluster or the topic.
+        if counts[&name] == 1 && !ctx.may_create_topic(&b, &name) {
+            r.error_code = super::authz::topic_denied();
+            r.error_message = Some(StrBytes::from_static_str("Authorization failed."));
+            resp.topics.push(r);
+            continue;
+        }
         let request: Result<(i32, i16, BTreeMap<String, String>), TopicError> = (|| {
             if counts[&name] > 1 {
                 return Err(TopicError::InvalidTopic(format!(
@@ -195,7 +202,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 if v >= 7 {
                     r.topic_id = id;
                 }
-                if v >= 5 {
+                if v >= 5 && !ctx.may_topic(&b, super::authz::Op::DescribeConfigs, &name) {
+                    r.topic_config_error_code = super::authz::topic_denied();
+                    r.configs = Some(Vec::new());
+                } else if v >= 5 {
                     r.num_partitions = partitions;
                     r.replication_factor = rf;
                     r.configs = Some(config_entries(&b, &configs));

@@ -64,6 +64,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         resp.error_message = Some(StrBytes::from_string(m));
         return super::respond(&ctx, &resp);
     }
+    resp.cluster_authorized_operations = ctx.ops_if(
+        &b,
+        req.include_cluster_authorized_operations,
+        crate::security::acl::ResourceType::Cluster,
+        crate::security::acl::model::CLUSTER_NAME,
+    );
     let Some(c) = b.cluster() else {
         resp.cluster_id = StrBytes::from_string(b.controller.cluster_id.clone());
         resp.controller_id = BrokerId(b.node_id());

@@ -21,9 +21,6 @@ pub const SPEC: ApiSpec = ApiSpec {
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 
-/// READ, DELETE and DESCRIBE: the group operations (ACLs are not enforced).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeGroupsRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
@@ -31,6 +28,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for id in req.groups {
         let mut g = DescribedGroup::default();
         g.group_id = id.clone();
+        if let Some(code) = ctx.group_error(&b, super::authz::Op::Describe, &id) {
+            g.error_code = code;
+            resp.groups.push(g);
+            continue;
+        }
         match b.groups.describe(id.0.as_str()).await {
             Ok(Some(d)) => {
                 g.group_state = sb(d.state.name().to_string());
@@ -53,7 +55,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     })
                     .collect();
                 if v >= 3 && req.include_authorized_operations {
-                    g.authorized_operations = GROUP_OPERATIONS;
+                    g.authorized_operations = ctx.authorized_operations(
+                        &b,
+                        crate::security::acl::ResourceType::Group,
+                        id.0.as_str(),
+                    );
                 }
             }
             // A consumer-protocol group, as Kafka answers it: Dead, and from v6 the error.

@@ -157,6 +157,40 @@ fn partition_entry(p: &PartitionView) -> DescribeTopicPartitionsResponsePartitio
     e
 }
 
+/// The answer to `q` for the caller: topics it may not describe are left out of a listing of
+/// every topic and answered TOPIC_AUTHORIZATION_FAILED when named (without a look at whether
+/// they exist); the others carry the caller's authorized operations.
+fn authorized(
+    b: &Broker,
+    ctx: &RequestCtx,
+    mut q: Query,
+    topic: impl Fn(&str) -> Option<TopicView>,
+) -> DescribeTopicPartitionsResponse {
+    use super::authz::Op;
+    let (allowed, denied): (Vec<String>, Vec<String>) = std::mem::take(&mut q.topics)
+        .into_iter()
+        .partition(|t| ctx.may_topic(b, Op::Describe, t));
+    q.topics = allowed;
+    let mut resp = answer(&q, topic);
+    for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+        if let Some(name) = &t.name {
+            t.topic_authorized_operations = ctx.authorized_operations(
+                b,
+                crate::security::acl::ResourceType::Topic,
+                name.0.as_str(),
+            );
+        }
+    }
+    if !q.all && !denied.is_empty() {
+        for name in &denied {
+            resp.topics
+                .push(topic_entry(name, super::authz::topic_denied(), Uuid::nil()));
+        }
+        resp.topics.sort_by(|x, y| x.name.cmp(&y.name));
+    }
+    resp
+}
+
 /// The answer to `q`, reading each topic through `topic` (None: it does not exist).
 pub fn answer(
     q: &Query,
@@ -235,7 +269,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let all = || img.topic_ids.keys().map(|t| t.to_string()).collect();
         match query(&req, all, limit) {
             Err(_) => error_response(&req, ResponseError::InvalidRequest.code()),
-            Ok(q) => answer(&q, |name| {
+            Ok(q) => authorized(&b, &ctx, q, |name| {
                 let t = img.topic(name)?;
                 let partitions = t
                     .partitions
@@ -274,7 +308,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         };
         match query(&req, all, limit) {
             Err(_) => error_response(&req, ResponseError::InvalidRequest.code()),
-            Ok(q) => answer(&q, |name| {
+            Ok(q) => authorized(&b, &ctx, q, |name| {
                 let t = b.controller.topic(name)?;
                 let partitions = t
                     .partitions

@@ -30,16 +30,21 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: EndTxnRequest = super::decode(&ctx, body)?;
     let client_version = if ctx.version > 4 { 2 } else { 0 };
-    let (mut code, pid, epoch) = b
-        .txns
-        .end_txn(
-            &req.transactional_id.0,
-            req.producer_id.0,
-            req.producer_epoch,
-            req.committed,
-            client_version,
-        )
-        .await;
+    let refusal = ctx.txn_error(&b, super::authz::Op::Write, &req.transactional_id);
+    let (mut code, pid, epoch) = match refusal {
+        Some(code) => (code, -1, -1),
+        None => {
+            b.txns
+                .end_txn(
+                    &req.transactional_id.0,
+                    req.producer_id.0,
+                    req.producer_epoch,
+                    req.committed,
+                    client_version,
+                )
+                .await
+        }
+    };
     if ctx.version < 2 && code == E::ProducerFenced.code() {
         code = E::InvalidProducerEpoch.code();
     }

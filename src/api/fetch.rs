@@ -290,6 +290,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             &[],
         )?));
     }
+    let replica_id = if v >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    // Negative ids are consumers (-1), Kafka's debugging consumer (-2) and so on.
+    let replica = (replica_id >= 0).then_some(replica_id);
+    // Followers need CLUSTER_ACTION, consumers READ on each topic (after an unknown topic id).
+    let follower_denied =
+        replica.is_some() && !ctx.authorize_cluster(&b, super::authz::Op::ClusterAction);
     let mut topics: Vec<TopicOut> = Vec::new();
     let mut wanted: Vec<Wanted> = Vec::new();
     for ft in req.topics {
@@ -309,8 +319,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             id: ft.topic_id,
             partitions: Vec::with_capacity(ft.partitions.len()),
         });
+        let name = topic
+            .as_ref()
+            .map_or(ft.topic.0.as_str(), |t| t.name.as_ref());
+        let denied = follower_denied
+            || ((v < 13 || topic.is_some())
+                && replica.is_none()
+                && !ctx.may_topic(&b, super::authz::Op::Read, name));
         for fp in ft.partitions {
             let partition = match &topic {
+                _ if denied => Err(super::authz::topic_denied()),
                 Some(t) => super::local_partition(t, fp.partition).cloned(),
                 None => Err(unknown),
             };
@@ -328,13 +346,6 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             });
         }
     }
-    let replica_id = if v >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
-    // Negative ids are consumers (-1), Kafka's debugging consumer (-2) and so on.
-    let replica = (replica_id >= 0).then_some(replica_id);
     if replica.is_none()
         && v >= 11
         && let Some(c) = b.cluster()

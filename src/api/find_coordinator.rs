@@ -52,7 +52,22 @@ fn error(code: i16) -> Found {
 /// A group's coordinator is the leader of its `__consumer_offsets` partition and a
 /// transactional id's the leader of its `__transaction_state` partition (each topic is
 /// created on first use); on one node, this broker.
-async fn coordinator(b: &Broker, key: &str, key_type: i8) -> Found {
+/// DESCRIBE on the group or transactional id, CLUSTER_ACTION for share state keys (brokers'),
+/// as Kafka checks before looking the coordinator up.
+fn refusal(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> Option<i16> {
+    use super::authz::Op;
+    match key_type {
+        GROUP => ctx.group_error(b, Op::Describe, key),
+        TRANSACTION => ctx.txn_error(b, Op::Describe, key),
+        SHARE => ctx.cluster_error(b, Op::ClusterAction),
+        _ => None,
+    }
+}
+
+async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> Found {
+    if let Some(code) = refusal(b, ctx, key, key_type) {
+        return error(code);
+    }
     let topic = match key_type {
         GROUP => crate::group::store::TOPIC,
         TRANSACTION => crate::txn::store::TOPIC,
@@ -105,7 +120,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = FindCoordinatorResponse::default();
     if ctx.version >= 4 {
         for key in req.coordinator_keys {
-            let (err, node, host, port) = coordinator(&b, &key, req.key_type).await;
+            let (err, node, host, port) = coordinator(&b, &ctx, &key, req.key_type).await;
             let mut c = Coordinator::default();
             c.key = key;
             c.node_id = BrokerId(node);
@@ -115,7 +130,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             resp.coordinators.push(c);
         }
     } else {
-        let (err, node, host, port) = coordinator(&b, &req.key, req.key_type).await;
+        let (err, node, host, port) = coordinator(&b, &ctx, &req.key, req.key_type).await;
         resp.error_code = err;
         resp.node_id = BrokerId(node);
         resp.host = StrBytes::from_string(host);

@@ -30,7 +30,13 @@ pub struct ResolvedCommit {
 }
 
 impl ResolvedCommit {
-    pub fn new(b: &Broker, topics: Vec<(String, Vec<RequestedOffset>)>) -> ResolvedCommit {
+    /// `refused` names the error of a topic the caller may not commit for (authorization,
+    /// checked before the topic's existence).
+    pub fn new(
+        b: &Broker,
+        topics: Vec<(String, Vec<RequestedOffset>)>,
+        refused: impl Fn(&str) -> Option<i16>,
+    ) -> ResolvedCommit {
         let mut r = ResolvedCommit {
             offsets: Vec::new(),
             codes: Vec::new(),
@@ -39,6 +45,11 @@ impl ResolvedCommit {
         for (ti, (name, partitions)) in topics.into_iter().enumerate() {
             let topic = b.controller.topic(&name);
             let mut codes = Vec::new();
+            if let Some(code) = refused(&name) {
+                codes.resize(partitions.len(), code);
+                r.codes.push(codes);
+                continue;
+            }
             for (pi, p) in partitions.into_iter().enumerate() {
                 match &topic {
                     Some(info)

@@ -20,6 +20,10 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: HeartbeatRequest = super::decode(&ctx, body)?;
     let mut resp = HeartbeatResponse::default();
+    if let Some(code) = ctx.group_error(&b, super::authz::Op::Read, &req.group_id) {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
     resp.error_code = b
         .groups
         .heartbeat(

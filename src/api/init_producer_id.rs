@@ -39,7 +39,21 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
-    resp.error_code = if (pid == -1) != (epoch == -1) {
+    // WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the cluster or WRITE on
+    // some topic. Checked before the request's fields, as Kafka does.
+    use super::authz::Op;
+    let refusal = match &req.transactional_id {
+        Some(tid) => ctx.txn_error(&b, Op::Write, tid),
+        None if ctx.authorize_cluster(&b, Op::IdempotentWrite)
+            || ctx.authorize_by_type(&b, Op::Write, crate::security::acl::ResourceType::Topic) =>
+        {
+            None
+        }
+        None => Some(super::authz::cluster_denied()),
+    };
+    resp.error_code = if let Some(code) = refusal {
+        code
+    } else if (pid == -1) != (epoch == -1) {
         ResponseError::InvalidRequest.code()
     } else if let Some(tid) = &req.transactional_id {
         let expected = (pid != -1).then_some((pid, epoch));

@@ -49,8 +49,15 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = JoinGroupResponse::default();
     // A classic member cannot join a share group: INCONSISTENT_GROUP_PROTOCOL with no
     // member id, as Kafka answers.
-    if b.share.exists(&p.group_id) {
-        resp.error_code = kafka_protocol::ResponseError::InconsistentGroupProtocol.code();
+    let refusal = ctx
+        .group_error(&b, super::authz::Op::Read, &p.group_id)
+        .or_else(|| {
+            b.share
+                .exists(&p.group_id)
+                .then(|| kafka_protocol::ResponseError::InconsistentGroupProtocol.code())
+        });
+    if let Some(code) = refusal {
+        resp.error_code = code;
         resp.generation_id = -1;
         resp.member_id = sb(String::new());
         resp.leader = sb(String::new());

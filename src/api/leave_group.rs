@@ -34,7 +34,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    let (group_error, errors) = b.groups.leave(req.group_id.0.as_str(), &leaving).await;
+    let (group_error, errors) = match ctx.group_error(&b, super::authz::Op::Read, &req.group_id) {
+        Some(code) => (code, Vec::new()),
+        None => b.groups.leave(req.group_id.0.as_str(), &leaving).await,
+    };
     let mut resp = LeaveGroupResponse::default();
     if v >= 3 {
         resp.error_code = group_error;

@@ -34,7 +34,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .map(|s| s.to_ascii_lowercase())
         .collect();
     let mut resp = ListGroupsResponse::default();
+    // Every group with DESCRIBE on the cluster, else those the caller may describe.
+    let all = ctx.authorize_cluster(&b, super::authz::Op::Describe);
+    let visible = |g: &str| all || ctx.may_group(&b, super::authz::Op::Describe, g);
     for g in b.groups.list().await {
+        if !visible(&g.group_id) {
+            continue;
+        }
         if !states.is_empty() && !states.contains(&g.state_name.to_ascii_lowercase()) {
             continue;
         }
@@ -59,6 +65,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         Vec::new()
     };
     for (id, state) in share {
+        if !visible(&id) {
+            continue;
+        }
         if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
             continue;
         }

@@ -15,6 +15,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::cluster::control::active::CreateTopic;
@@ -208,14 +209,19 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             .controller
             .topics()
             .iter()
+            .filter(|t| ctx.may_topic(&b, Op::Describe, &t.name))
             .map(|t| topic_entry(t, v))
             .collect();
+        add_authorized_operations(&b, &ctx, &req, &mut resp);
         return super::respond(&ctx, &resp);
     }
     let create = allow_create(&b, &req, v);
-    for rt in req.topics.unwrap_or_default() {
+    let asked_create = v < 4 || req.allow_auto_topic_creation;
+    for rt in req.topics.clone().unwrap_or_default() {
         let entry = requested(
             &b,
+            &ctx,
+            asked_create,
             rt,
             v,
             create,
@@ -225,7 +231,41 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .await;
         resp.topics.push(entry);
     }
+    add_authorized_operations(&b, &ctx, &req, &mut resp);
     super::respond(&ctx, &resp)
+}
+
+/// v8+: the topics' (those the caller may describe) and the cluster's authorized operations
+/// when asked; Kafka's "not requested" value otherwise.
+fn add_authorized_operations(
+    b: &Broker,
+    ctx: &RequestCtx,
+    req: &MetadataRequest,
+    resp: &mut MetadataResponse,
+) {
+    use crate::security::acl::ResourceType;
+    if ctx.version < 8 {
+        return;
+    }
+    if req.include_topic_authorized_operations {
+        for t in resp.topics.iter_mut() {
+            if t.error_code == super::authz::topic_denied() {
+                continue;
+            }
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations =
+                    ctx.authorized_operations(b, ResourceType::Topic, name.0.as_str());
+            }
+        }
+    }
+    if ctx.version <= 10 {
+        resp.cluster_authorized_operations = ctx.ops_if(
+            b,
+            req.include_cluster_authorized_operations,
+            ResourceType::Cluster,
+            crate::security::acl::model::CLUSTER_NAME,
+        );
+    }
 }
 
 /// Auto-creation: allowed by the broker, and by the request from v4 (always before).
@@ -235,9 +275,14 @@ fn allow_create(b: &Broker, req: &MetadataRequest, v: i16) -> bool {
 
 /// The entry for one requested topic, by name or (v10+) id: found by `by_name` / `by_id`, or
 /// auto-created (then looked up again; LEADER_NOT_AVAILABLE if not visible yet), or the
-/// error Kafka answers.
+/// error Kafka answers. A topic the caller may not describe is TOPIC_AUTHORIZATION_FAILED
+/// (after an unknown id); so is a missing one the request would auto-create (`asked_create`)
+/// without CREATE on the cluster or the topic.
+#[allow(clippy::too_many_arguments)]
 async fn requested(
     b: &Broker,
+    ctx: &RequestCtx,
+    asked_create: bool,
     rt: kafka_protocol::messages::metadata_request::MetadataRequestTopic,
     v: i16,
     allow_create: bool,
@@ -249,14 +294,27 @@ async fn requested(
     // subscription's assigned topics send it) an empty one.
     let by_id_only = !rt.topic_id.is_nil() && rt.name.as_ref().is_none_or(|n| n.0.is_empty());
     let name = rt.name.filter(|_| !by_id_only);
+    let denied = super::authz::topic_denied();
     let Some(name) = name else {
-        return by_id(&rt.topic_id).unwrap_or_else(|| {
-            error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v)
-        });
+        return match by_id(&rt.topic_id) {
+            None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId.code(), v),
+            Some(e) => match &e.name {
+                Some(n) if !ctx.may_topic(b, Op::Describe, n.0.as_str()) => {
+                    error_entry(None, rt.topic_id, denied, v)
+                }
+                _ => e,
+            },
+        };
     };
     let name = name.0.to_string();
+    if !ctx.may_topic(b, Op::Describe, &name) {
+        return error_entry(Some(name), nil, denied, v);
+    }
     if let Some(e) = by_name(&name) {
         return e;
+    }
+    if asked_create && !ctx.may_create_topic(b, &name) {
+        return error_entry(Some(name), nil, denied, v);
     }
     if validate_topic_name(&name).is_err() {
         return error_entry(
@@ -303,12 +361,17 @@ async fn handle_cluster(
         Some(t) => t.is_empty() && v == 0,
     };
     if all {
-        let mut topics: Vec<&Arc<TopicImage>> = img.topics.values().collect();
+        let mut topics: Vec<&Arc<TopicImage>> = img
+            .topics
+            .values()
+            .filter(|t| ctx.may_topic(b, Op::Describe, &t.name))
+            .collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));
         resp.topics = topics.iter().map(|t| image_entry(&img, t, v)).collect();
     } else {
         let create = allow_create(b, &req, v);
-        for rt in req.topics.unwrap_or_default() {
+        let asked_create = v < 4 || req.allow_auto_topic_creation;
+        for rt in req.topics.clone().unwrap_or_default() {
             // A fresh image each time: auto-creation changes it.
             let by_name = |name: &str| {
                 let img = c.image();
@@ -319,7 +382,7 @@ async fn handle_cluster(
                 img.topics.get(id).map(|t| image_entry(&img, t, v))
             };
             resp.topics
-                .push(requested(b, rt, v, create, by_name, by_id).await);
+                .push(requested(b, ctx, asked_create, rt, v, create, by_name, by_id).await);
         }
         img = c.image();
     }
@@ -328,5 +391,6 @@ async fn handle_cluster(
         let live: Vec<i32> = resp.brokers.iter().map(|br| br.node_id.0).collect();
         resp.controller_id = BrokerId(client_controller_id(c, &live));
     }
+    add_authorized_operations(b, ctx, &req, &mut resp);
     super::respond(ctx, &resp)
 }

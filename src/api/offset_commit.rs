@@ -50,7 +50,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             (t.name.0.to_string(), partitions)
         })
         .collect();
-    let mut resolved = ResolvedCommit::new(&b, requested);
+    // READ on the group (every partition refused without it), then READ on each topic.
+    use super::authz::Op;
+    let group_refused = ctx.group_error(&b, Op::Read, &req.group_id);
+    let mut resolved = ResolvedCommit::new(&b, requested, |t| {
+        group_refused.or_else(|| ctx.topic_error(&b, Op::Read, t))
+    });
     if !resolved.offsets.is_empty() {
         let result = b
             .groups

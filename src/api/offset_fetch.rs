@@ -16,6 +16,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
+use super::authz::Op;
 use super::{ApiSpec, RequestCtx, group_util::sb};
 use crate::broker::Broker;
 use crate::group::coordinator::FetchedOffset;
@@ -39,13 +40,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .map(|t| (t.name.0.to_string(), t.partition_indexes))
                 .collect()
         });
-        match b
-            .groups
-            .fetch_offsets(req.group_id.0.as_str(), topics.clone(), stable)
-            .await
-        {
+        let result = match ctx.group_error(&b, Op::Describe, &req.group_id) {
+            Some(code) => Err(code),
+            None => {
+                b.groups
+                    .fetch_offsets(req.group_id.0.as_str(), topics.clone(), stable)
+                    .await
+            }
+        };
+        match result {
             Ok(found) => {
-                resp.topics = found
+                resp.topics = visible(&b, &ctx, topics.is_some(), found)
                     .into_iter()
                     .map(|(name, parts)| {
                         let mut t = OffsetFetchResponseTopic::default();
@@ -85,24 +90,29 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for rg in req.groups {
         let mut g = OffsetFetchResponseGroup::default();
         g.group_id = rg.group_id.clone();
-        let topics = rg.topics.map(|ts| {
+        let topics: Option<Vec<(String, Vec<i32>)>> = rg.topics.map(|ts| {
             ts.into_iter()
                 .map(|t| (t.name.0.to_string(), t.partition_indexes))
                 .collect()
         });
-        match b
-            .groups
-            .fetch_offsets_as(
-                rg.group_id.0.as_str(),
-                topics,
-                stable,
-                rg.member_id.as_deref(),
-                rg.member_epoch,
-            )
-            .await
-        {
+        let asked = topics.is_some();
+        let result = match ctx.group_error(&b, Op::Describe, &rg.group_id) {
+            Some(code) => Err(code),
+            None => {
+                b.groups
+                    .fetch_offsets_as(
+                        rg.group_id.0.as_str(),
+                        topics,
+                        stable,
+                        rg.member_id.as_deref(),
+                        rg.member_epoch,
+                    )
+                    .await
+            }
+        };
+        match result {
             Ok(found) => {
-                g.topics = found
+                g.topics = visible(&b, &ctx, asked, found)
                     .into_iter()
                     .map(|(name, parts)| {
                         let mut t = OffsetFetchResponseTopics::default();
@@ -117,6 +127,34 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         resp.groups.push(g);
     }
     super::respond(&ctx, &resp)
+}
+
+/// The offsets of topics the caller may describe; those of the others are dropped from a
+/// listing of every topic, or answered TOPIC_AUTHORIZATION_FAILED when `asked` for by name.
+fn visible(
+    b: &Broker,
+    ctx: &RequestCtx,
+    asked: bool,
+    found: Vec<(String, Vec<FetchedOffset>)>,
+) -> Vec<(String, Vec<FetchedOffset>)> {
+    found
+        .into_iter()
+        .filter_map(|(name, mut parts)| {
+            if ctx.may_topic(b, Op::Describe, &name) {
+                return Some((name, parts));
+            }
+            if !asked {
+                return None;
+            }
+            for p in &mut parts {
+                p.offset = -1;
+                p.leader_epoch = -1;
+                p.metadata = String::new();
+                p.error = super::authz::topic_denied();
+            }
+            Some((name, parts))
+        })
+        .collect()
 }
 
 fn partition_v0(o: FetchedOffset, v: i16) -> OffsetFetchResponsePartition {

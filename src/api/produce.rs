@@ -132,7 +132,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: ProduceRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let acks = req.acks;
-    if req.transactional_id.is_none() && has_transactional_records(&req) {
+    let txn_refused = has_transactional_records(&req)
+        && req
+            .transactional_id
+            .as_ref()
+            .is_none_or(|id| !ctx.may_txn(&b, super::authz::Op::Write, id));
+    if txn_refused {
         if acks == 0 {
             return Ok(None);
         }
@@ -175,6 +180,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 Some(t) => super::local_partition(t, pd.index).map(|p| (t, p)),
                 None => Err(unknown),
             };
+            // Kafka: an unknown topic id first, then WRITE on the topic, then existence.
+            let name = topic
+                .as_ref()
+                .map_or(td.name.0.as_str(), |t| t.name.as_ref());
+            if (v < 13 || topic.is_some())
+                && let Some(code) = ctx.topic_error(&b, super::authz::Op::Write, name)
+            {
+                done(partition_result(pd.index, code));
+                continue;
+            }
             let (t, p) = match found {
                 Ok(tp) => tp,
                 Err(code) => {

@@ -35,8 +35,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    let r = b.groups.sync(p).await;
     let mut resp = SyncGroupResponse::default();
+    if let Some(code) = ctx.group_error(&b, super::authz::Op::Read, &p.group_id) {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
+    let r = b.groups.sync(p).await;
     resp.error_code = r.error;
     if v >= 5 {
         resp.protocol_type = r.protocol_type.map(sb);

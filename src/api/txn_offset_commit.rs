@@ -69,8 +69,15 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             (t.name.0.to_string(), partitions)
         })
         .collect();
-    let mut resolved = ResolvedCommit::new(&b, requested);
-    if req.group_id.0.is_empty() {
+    // WRITE on the transactional id, then READ on the group, then READ on each topic.
+    use super::authz::Op;
+    let whole = ctx
+        .txn_error(&b, Op::Write, &req.transactional_id)
+        .or_else(|| ctx.group_error(&b, Op::Read, &req.group_id));
+    let mut resolved = ResolvedCommit::new(&b, requested, |t| {
+        whole.or_else(|| ctx.topic_error(&b, Op::Read, t))
+    });
+    if whole.is_none() && req.group_id.0.is_empty() {
         resolved.offsets.clear();
         for codes in &mut resolved.codes {
             codes.fill(ResponseError::InvalidGroupId.code());

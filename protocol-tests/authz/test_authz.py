@@ -1,0 +1,136 @@
+"""Authorization suite: a broker with the StandardAuthorizer and a SASL_PLAINTEXT listener
+(PLAIN users admin, a super user, and alice, who has no ACL), started by ./run. Scenarios:
+
+  produce           alice's produce fails with TOPIC_AUTHORIZATION_FAILED
+  metadata-hidden   a topic admin created is missing from alice's topic listing and named
+                    is TOPIC_AUTHORIZATION_FAILED; admin sees it
+  create-topic      alice's CreateTopics is TOPIC_AUTHORIZATION_FAILED
+  group-join        alice's consumer gets GROUP_AUTHORIZATION_FAILED
+  transactions      alice's init_transactions is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  authorized-ops    describe_cluster with authorized operations: every operation for admin
+                    (a super user), none for alice
+"""
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, wait_until
+
+S = Suite("authz")
+T = 30
+
+
+def quiet(_err):
+    pass
+
+
+def conf(user, **extra):
+    c = {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT",
+         "sasl.mechanism": "PLAIN", "sasl.username": user,
+         "sasl.password": user + "-secret", "error_cb": quiet}
+    c.update(extra)
+    return c
+
+
+def admin(user="admin"):
+    return AdminClient(conf(user))
+
+
+def make_topic(name):
+    a = admin()
+    fs = a.create_topics([NewTopic(name, 1, 1)], operation_timeout=T)
+    fs[name].result(T)
+    wait_until(lambda: name in a.list_topics(timeout=T).topics, T, "topic " + name)
+
+
+def code_of(exc):
+    e = exc.args[0] if exc.args else None
+    return e.code() if isinstance(e, KafkaError) else None
+
+
+@S.scenario("produce")
+def produce():
+    t = "authz-pf-" + RUN_TAG
+    make_topic(t)
+    errors = []
+    p = Producer(conf("alice", **{"message.timeout.ms": 10000}))
+    p.produce(t, b"v", on_delivery=lambda err, _m: errors.append(err))
+    p.flush(T)
+    check(errors and errors[0] is not None
+          and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+          "alice's produce: %r" % errors)
+
+
+@S.scenario("metadata-hidden")
+def metadata_hidden():
+    t = "authz-md-" + RUN_TAG
+    make_topic(t)
+    a, alice = admin(), admin("alice")
+    check(t in a.list_topics(timeout=T).topics, "admin does not see " + t)
+    check(t not in alice.list_topics(timeout=T).topics, "alice sees " + t)
+    md = alice.list_topics(topic=t, timeout=T)
+    err = md.topics[t].error
+    check(err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+          "alice naming %s: %r" % (t, err))
+
+
+@S.scenario("create-topic")
+def create_topic():
+    t = "authz-ct-" + RUN_TAG
+    a = admin("alice")
+    fs = a.create_topics([NewTopic(t, 1, 1)], operation_timeout=T)
+    try:
+        fs[t].result(T)
+        got = None
+    except KafkaException as e:
+        got = code_of(e)
+    check(got == KafkaError.TOPIC_AUTHORIZATION_FAILED, "alice's create: %r" % got)
+
+
+@S.scenario("group-join")
+def group_join():
+    t = "authz-gj-" + RUN_TAG
+    make_topic(t)
+    c = Consumer(conf("alice", **{"group.id": "authz-gj-" + RUN_TAG}))
+    c.subscribe([t])
+    got = None
+    deadline = time.monotonic() + T
+    while got is None and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error():
+            if m.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                got = m.error().code()
+    c.close()
+    check(got == KafkaError.GROUP_AUTHORIZATION_FAILED, "alice's group join: %r" % got)
+
+
+@S.scenario("transactions")
+def transactions():
+    p = Producer(conf("alice", **{"transactional.id": "authz-tx-" + RUN_TAG}))
+    try:
+        p.init_transactions(T)
+        got = None
+    except KafkaException as e:
+        got = code_of(e)
+    check(got == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+          "alice's init_transactions: %r" % got)
+
+
+@S.scenario("authorized-ops")
+def authorized_ops():
+    from confluent_kafka.admin import AclOperation
+    everything = {AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                  AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                  AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER, AclOperation.DESCRIBE}
+    a, alice = admin(), admin("alice")
+    d = a.describe_cluster(include_authorized_operations=True, request_timeout=T).result(T)
+    check(set(d.authorized_operations or []) == everything,
+          "admin's cluster operations: %r" % d.authorized_operations)
+    d = alice.describe_cluster(include_authorized_operations=True,
+                               request_timeout=T).result(T)
+    check(not d.authorized_operations, "alice's cluster operations: %r" % d.authorized_operations)
+
+
+if __name__ == "__main__":
+    S.main()
