@@ -210,7 +210,7 @@ def security_disabled():
         r.i32()
         code, msg = r.i16(), r.cstr()
         info("DescribeAcls without an authorizer: %d %s" % (code, msg))
-        check((code, msg) == (54, "No Authorizer is configured."),
+        check((code, msg) == (54, "No Authorizer is configured on the broker"),
               "DescribeAcls: %d %r, want SECURITY_DISABLED" % (code, msg))
         rc, out = kafka_acls("--add", "--allow-principal", "User:a", "--operation", "Read",
                              "--topic", "t", bootstrap=bootstrap)

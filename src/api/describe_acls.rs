@@ -2,7 +2,7 @@
 //! `Admin.describeAcls`.
 //!
 //! Behavior, as Kafka 4.4 answers:
-//! - Without an authorizer SECURITY_DISABLED "No Authorizer is configured."; without
+//! - Without an authorizer SECURITY_DISABLED "No Authorizer is configured on the broker"; without
 //!   DESCRIBE on the cluster CLUSTER_AUTHORIZATION_FAILED; a filter with an unknown code
 //!   INVALID_REQUEST.
 //! - The ACLs the filter selects (`AclFilter::matches`: ANY, MATCH, LITERAL, PREFIXED),
@@ -34,6 +34,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: DescribeAclsRequest = super::decode(&ctx, body)?;
     let mut resp = DescribeAclsResponse::default();
     let filter = match super::create_acls::refusal_for(&b, &ctx, AclOperation::Describe) {
+        // Kafka words this one refusal differently from CreateAcls' and DeleteAcls'.
+        Some((code, _)) if b.authorizer.is_none() => {
+            Err((code, "No Authorizer is configured on the broker".into()))
+        }
         Some(e) => Err(e),
         None => changes::filter_from_wire((
             req.resource_type_filter,
