@@ -24,8 +24,10 @@ use kafka_protocol::messages::alter_replica_log_dirs_request::{
     AlterReplicaLogDir, AlterReplicaLogDirTopic,
 };
 use kafka_protocol::messages::alter_user_scram_credentials_request;
+use kafka_protocol::messages::create_acls_request;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_acls_request;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
@@ -385,6 +387,32 @@ fn build(key: ApiKey, v: i16, fx: &Fixture) -> Built {
             let mut r = AlterUserScramCredentialsRequest::default();
             r.deletions = vec![d];
             built::<_, AlterUserScramCredentialsResponse>(r)
+        }
+        ApiKey::DescribeAcls => {
+            // Every ACL (the test broker has no authorizer: SECURITY_DISABLED).
+            let mut r = DescribeAclsRequest::default();
+            (r.resource_type_filter, r.pattern_type_filter) = (1, 1);
+            (r.operation, r.permission_type) = (1, 1);
+            built::<_, DescribeAclsResponse>(r)
+        }
+        ApiKey::CreateAcls => {
+            let mut c = create_acls_request::AclCreation::default();
+            (c.resource_type, c.resource_pattern_type) = (2, 3);
+            c.resource_name = s(TOPIC);
+            c.principal = s("User:alice");
+            c.host = s("*");
+            (c.operation, c.permission_type) = (3, 3);
+            let mut r = CreateAclsRequest::default();
+            r.creations = vec![c];
+            built::<_, CreateAclsResponse>(r)
+        }
+        ApiKey::DeleteAcls => {
+            let mut f = delete_acls_request::DeleteAclsFilter::default();
+            (f.resource_type_filter, f.pattern_type_filter) = (1, 1);
+            (f.operation, f.permission_type) = (1, 1);
+            let mut r = DeleteAclsRequest::default();
+            r.filters = vec![f];
+            built::<_, DeleteAclsResponse>(r)
         }
         ApiKey::UnregisterBroker => {
             // An id no broker has: BROKER_ID_NOT_REGISTERED.

@@ -28,10 +28,13 @@ pub mod authz;
 pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -229,6 +232,9 @@ pub static APIS: &[ApiSpec] = &[
     unregister_broker::SPEC,
     describe_client_quotas::SPEC,
     alter_client_quotas::SPEC,
+    describe_acls::SPEC,
+    create_acls::SPEC,
+    delete_acls::SPEC,
     // Transactions.
     add_partitions_to_txn::SPEC,
     add_offsets_to_txn::SPEC,

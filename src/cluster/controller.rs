@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+mod acls;
 mod client_quotas;
 mod feature_levels;
 mod group_configs;

@@ -14,6 +14,10 @@ use uuid::Uuid;
 use super::{Controller, Image, TopicInfo, write_atomically};
 use crate::cluster::features::FeatureLevels;
 use crate::config::dynamic::DynamicConfigs;
+use crate::security::acl::{
+    AccessControlEntry, AclBinding, AclOperation, PatternType, Permission, ResourcePattern,
+    ResourceType,
+};
 use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
 use crate::security::scram_store::CredentialMap;
 use base64::Engine;
@@ -33,7 +37,10 @@ impl Controller {
     /// the group configs as `group-config <TAB> group <TAB> key <TAB> value` (group and value
     /// escaped: [`escape`]), the SCRAM credentials as `scram-credential <TAB> user <TAB>
     /// mechanism <TAB> iterations <TAB> salt <TAB> stored key <TAB> server key` (user escaped,
-    /// keys in base64).
+    /// keys in base64), the client quotas as `client-quota <TAB> entity <TAB> key <TAB> value`
+    /// and the ACLs as `acl <TAB> resource type <TAB> name <TAB> pattern type <TAB> principal
+    /// <TAB> host <TAB> operation <TAB> permission` (Kafka's names; name, principal and host
+    /// escaped).
     #[allow(clippy::type_complexity)]
     pub(super) fn read_metadata_file(
         &self,
@@ -51,6 +58,7 @@ impl Controller {
         let mut quotas: BTreeMap<crate::quota::QuotaEntity, BTreeMap<String, f64>> =
             BTreeMap::new();
         let mut scram = CredentialMap::new();
+        let mut acls = std::collections::BTreeSet::new();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -134,11 +142,28 @@ impl Controller {
                         .or_default()
                         .insert(key.to_string(), value);
                 }
+                ["acl", rt, name, pt, principal, host, op, perm] => {
+                    let bad = || format!("{}:{}: bad ACL", path.display(), n + 1);
+                    acls.insert(AclBinding {
+                        pattern: ResourcePattern {
+                            resource_type: ResourceType::parse(rt).with_context(bad)?,
+                            name: unescape(name).with_context(bad)?,
+                            pattern_type: PatternType::parse(pt).with_context(bad)?,
+                        },
+                        entry: AccessControlEntry {
+                            principal: unescape(principal).with_context(bad)?,
+                            host: unescape(host).with_context(bad)?,
+                            operation: AclOperation::parse(op).with_context(bad)?,
+                            permission: Permission::parse(perm).with_context(bad)?,
+                        },
+                    });
+                }
                 [""] => {}
                 _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
             }
         }
         self.client_quotas.replace_all(quotas);
+        self.acls.replace_all(acls);
         Ok((out, dynamic, features, groups, scram))
     }
 
@@ -200,6 +225,19 @@ impl Controller {
             for (k, v) in set {
                 text.push_str(&format!("client-quota\t{}\t{k}\t{v}\n", entity.to_field()));
             }
+        }
+        for b in self.acls.snapshot().iter() {
+            let (p, e) = (&b.pattern, &b.entry);
+            text.push_str(&format!(
+                "acl\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                p.resource_type,
+                escape(&p.name),
+                p.pattern_type,
+                escape(&e.principal),
+                escape(&e.host),
+                e.operation,
+                e.permission
+            ));
         }
         write_atomically(&self.metadata_path(), text.as_bytes())
     }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::acl::AclBinding;
+use crate::security::acl::changes::{WireAcl, binding_from_wire};
 use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
 use crate::security::scram_store::CredentialMap;
 use uuid::Uuid;
@@ -62,6 +64,8 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// The users' SCRAM credentials.
     pub scram: CredentialMap,
+    /// The ACLs, by record id.
+    pub acls: BTreeMap<Uuid, AclBinding>,
 }
 
 impl MetadataImage {
@@ -248,6 +252,32 @@ impl MetadataImage {
                     self.scram.remove(&(name.clone(), m));
                 }
             }
+            MetadataRecord::AccessControlEntry {
+                id,
+                resource_type,
+                resource_name,
+                pattern_type,
+                principal,
+                host,
+                operation,
+                permission_type,
+            } => {
+                let wire = (
+                    *resource_type,
+                    resource_name.clone(),
+                    *pattern_type,
+                    principal.clone(),
+                    host.clone(),
+                    *operation,
+                    *permission_type,
+                );
+                if let Ok(b) = binding_from_wire(wire) {
+                    self.acls.insert(*id, b);
+                }
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                self.acls.remove(id);
+            }
         }
     }
 
@@ -288,17 +318,30 @@ impl MetadataImage {
             })
             .collect();
         bytes.extend(postcard::to_stdvec(&scram).expect("images always encode"));
+        // Then the ACLs, which a snapshot written before them lacks the same way.
+        let acls: Vec<(Uuid, WireAcl<String>)> = self
+            .acls
+            .iter()
+            .map(|(id, b)| (*id, crate::security::acl::changes::binding_to_wire(b)))
+            .collect();
+        bytes.extend(postcard::to_stdvec(&acls).expect("images always encode"));
         bytes
     }
 
     pub fn from_snapshot(bytes: &[u8]) -> anyhow::Result<MetadataImage> {
         let (snap, rest): (Snapshot, &[u8]) = postcard::take_from_bytes(bytes)
             .map_err(|e| anyhow::anyhow!("bad metadata snapshot: {e}"))?;
-        let scram: Vec<ScramEntry> = if rest.is_empty() {
+        let (scram, rest): (Vec<ScramEntry>, &[u8]) = if rest.is_empty() {
+            (Vec::new(), rest)
+        } else {
+            postcard::take_from_bytes(rest)
+                .map_err(|e| anyhow::anyhow!("bad metadata snapshot (SCRAM credentials): {e}"))?
+        };
+        let acls: Vec<(Uuid, WireAcl<String>)> = if rest.is_empty() {
             Vec::new()
         } else {
             postcard::from_bytes(rest)
-                .map_err(|e| anyhow::anyhow!("bad metadata snapshot (SCRAM credentials): {e}"))?
+                .map_err(|e| anyhow::anyhow!("bad metadata snapshot (ACLs): {e}"))?
         };
         let mut img = MetadataImage {
             offset: snap.offset,
@@ -333,6 +376,11 @@ impl MetadataImage {
                     iterations: e.iterations,
                 };
                 img.scram.insert((e.user, m), c);
+            }
+        }
+        for (id, wire) in acls {
+            if let Ok(b) = binding_from_wire(wire) {
+                img.acls.insert(id, b);
             }
         }
         Ok(img)
@@ -555,5 +603,48 @@ mod tests {
             },
         );
         assert!(img.scram.is_empty());
+    }
+
+    #[test]
+    fn acl_records_apply_and_snapshots_keep_them() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let entry = |id, name: &str, op| MetadataRecord::AccessControlEntry {
+            id,
+            resource_type: 2,
+            resource_name: name.into(),
+            pattern_type: 3,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op,
+            permission_type: 3,
+        };
+        let mut img = MetadataImage::default();
+        img.apply(1, &entry(a, "orders", 3));
+        img.apply(2, &entry(b, "orders", 4));
+        // A record with an unknown code is skipped.
+        img.apply(3, &entry(Uuid::new_v4(), "orders", 99));
+        assert_eq!(img.acls.len(), 2);
+        let back = MetadataImage::from_snapshot(&img.to_snapshot()).unwrap();
+        assert_eq!(back.acls, img.acls);
+        assert_eq!(back.scram, img.scram);
+        // A snapshot written before ACLs existed ends after the SCRAM credentials.
+        let old = Snapshot {
+            offset: 2,
+            cluster_id: None,
+            brokers: vec![],
+            topics: vec![],
+            configs: vec![],
+            next_producer_id: 0,
+        };
+        let mut bytes = postcard::to_stdvec(&old).unwrap();
+        bytes.extend(postcard::to_stdvec(&Vec::<ScramEntry>::new()).unwrap());
+        assert!(
+            MetadataImage::from_snapshot(&bytes)
+                .unwrap()
+                .acls
+                .is_empty()
+        );
+        img.apply(4, &MetadataRecord::RemoveAccessControlEntry { id: a });
+        assert_eq!(img.acls.keys().collect::<Vec<_>>(), vec![&b]);
     }
 }

@@ -181,6 +181,21 @@ pub enum MetadataRecord {
         name: String,
         mechanism: i8,
     },
+    /// An ACL (Kafka's AccessControlEntryRecord): its id and the binding with Kafka's codes.
+    AccessControlEntry {
+        id: Uuid,
+        resource_type: i8,
+        resource_name: String,
+        pattern_type: i8,
+        principal: String,
+        host: String,
+        operation: i8,
+        permission_type: i8,
+    },
+    /// An ACL removed by id (Kafka's RemoveAccessControlEntryRecord).
+    RemoveAccessControlEntry {
+        id: Uuid,
+    },
 }
 
 impl MetadataRecord {
@@ -248,6 +263,17 @@ mod tests {
                 name: "alice".into(),
                 mechanism: 2,
             },
+            MetadataRecord::AccessControlEntry {
+                id,
+                resource_type: 2,
+                resource_name: "orders".into(),
+                pattern_type: 4,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            },
+            MetadataRecord::RemoveAccessControlEntry { id },
         ];
         for r in records {
             assert_eq!(MetadataRecord::decode(&r.encode()).unwrap(), r);

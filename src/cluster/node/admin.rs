@@ -2,6 +2,8 @@
 //! decides and commits; the answer is given once this broker has applied the change, so a
 //! Metadata request that follows sees it.
 
+use crate::security::acl::changes::AclError;
+use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::sasl::scram::{ScramCredential, ScramMechanism};
 use crate::security::scram_store::{Deletion, Upsertion, UserResult};
 use std::time::Duration;
@@ -23,6 +25,10 @@ pub fn topic_error(e: ControlError) -> TopicError {
         ControlError::InvalidRequest(m) => TopicError::InvalidTopic(m),
         other => TopicError::PolicyViolation(format!("{other:?}")),
     }
+}
+
+fn unexpected(reply: ControllerReply) -> TopicError {
+    TopicError::Storage(format!("unexpected controller answer {reply:?}"))
 }
 
 fn call_error(e: CallError) -> TopicError {
@@ -84,6 +90,65 @@ impl ClusterNode {
             });
         }
         out
+    }
+
+    /// CreateAcls through the active controller; once it answered, waits until this broker
+    /// enforces every ACL it accepted.
+    pub async fn create_acls(
+        &self,
+        creations: Vec<Result<AclBinding, AclError>>,
+    ) -> Result<Vec<Result<(), AclError>>, TopicError> {
+        let results = match self
+            .call(ControllerRequest::CreateAcls(creations.clone()))
+            .await
+        {
+            Ok(ControllerReply::AclsCreated(r)) => r,
+            Ok(other) => return Err(unexpected(other)),
+            Err(e) => return Err(call_error(e)),
+        };
+        let accepted: Vec<&AclBinding> = creations
+            .iter()
+            .zip(&results)
+            .filter_map(|(c, r)| c.as_ref().ok().filter(|_| r.is_ok()))
+            .collect();
+        let applied = |c: &ClusterNode| {
+            c.broker().is_some_and(|b| {
+                let acls = b.controller.acls.snapshot();
+                accepted.iter().all(|a| acls.contains(*a))
+            })
+        };
+        if !accepted.is_empty() && !self.wait_applied(applied).await {
+            return Err(TopicError::Timeout(
+                "the ACL change was not applied in time".into(),
+            ));
+        }
+        Ok(results)
+    }
+
+    /// DeleteAcls through the active controller; once it answered, waits until this broker
+    /// no longer enforces the ACLs it deleted.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<Result<AclFilter, AclError>>,
+    ) -> Result<Vec<Result<Vec<AclBinding>, AclError>>, TopicError> {
+        let results = match self.call(ControllerRequest::DeleteAcls(filters)).await {
+            Ok(ControllerReply::AclsDeleted(r)) => r,
+            Ok(other) => return Err(unexpected(other)),
+            Err(e) => return Err(call_error(e)),
+        };
+        let deleted: Vec<&AclBinding> = results.iter().flatten().flatten().collect();
+        let applied = |c: &ClusterNode| {
+            c.broker().is_some_and(|b| {
+                let acls = b.controller.acls.snapshot();
+                deleted.iter().all(|a| !acls.contains(*a))
+            })
+        };
+        if !deleted.is_empty() && !self.wait_applied(applied).await {
+            return Err(TopicError::Timeout(
+                "the ACL change was not applied in time".into(),
+            ));
+        }
+        Ok(results)
     }
 
     /// AlterUserScramCredentials through the active controller; once it answered, waits

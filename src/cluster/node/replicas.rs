@@ -97,6 +97,9 @@ pub fn reconcile(ctl: &Controller, img: &MetadataImage, me: i32) -> Reconciled {
     if ctl.scram.replace_all(img.scram.clone()) {
         info!("SCRAM credentials changed");
     }
+    if ctl.acls.replace_all(img.acls.values().cloned().collect()) {
+        info!(count = img.acls.len(), "ACLs changed");
+    }
     let defaults = if ctl.defaults().dynamic == dynamic {
         ctl.defaults()
     } else {

@@ -11,6 +11,8 @@ use crate::cluster::control::active::{
 };
 use crate::cluster::metadata::{BrokerRegistration, PartitionRecord};
 use crate::cluster::quorum::{QuorumStatus, ReplicaStatus, Role, VoterChange, VoterChangeError};
+use crate::security::acl::changes::AclError;
+use crate::security::acl::{AclBinding, AclFilter};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -71,6 +73,10 @@ pub enum ControllerRequest {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<ScramUpsertion>,
     },
+    /// CreateAcls: each creation as the broker read it (an invalid one is its error).
+    CreateAcls(Vec<Result<AclBinding, AclError>>),
+    /// DeleteAcls: each filter as the broker read it (an invalid one is its error).
+    DeleteAcls(Vec<Result<AclFilter, AclError>>),
 }
 
 /// (entity as (type, name) pairs, quota key, value; `None` deletes)
@@ -102,6 +108,10 @@ pub enum ControllerReply {
     Voters(Result<(), VoterChangeError>),
     /// AlterUserScramCredentials: (user, error code, message) per user.
     Scram(Vec<(String, i16, Option<String>)>),
+    /// CreateAcls: one result per creation.
+    AclsCreated(Vec<Result<(), AclError>>),
+    /// DeleteAcls: per filter, the ACLs deleted or its error.
+    AclsDeleted(Vec<Result<Vec<AclBinding>, AclError>>),
 }
 
 /// The metadata quorum as its leader sees it.

@@ -23,6 +23,9 @@ use crate::cluster::quorum::{
     BoxFuture, ControllerService, ProposeError, Quorum, ServiceError, VoterChangeError,
 };
 use crate::cluster::topic_config;
+use crate::security::acl::changes::{self as acl_changes, AclError};
+use crate::security::acl::{AclBinding, AclFilter};
+use std::collections::BTreeSet;
 
 struct State {
     /// The Raft term this controller state belongs to: a new term starts every broker's
@@ -314,6 +317,14 @@ impl Service {
                 self.decide(|_, img, _| scram_records(img, &deletions, &upsertions))
                     .await?,
             ),
+            ControllerRequest::CreateAcls(creations) => ControllerReply::AclsCreated(
+                self.decide(|_, img, _| acl_create_records(img, &creations))
+                    .await?,
+            ),
+            ControllerRequest::DeleteAcls(filters) => ControllerReply::AclsDeleted(
+                self.decide(|_, img, _| acl_delete_records(img, &filters))
+                    .await?,
+            ),
             ControllerRequest::UnregisterBroker(id) => ControllerReply::Done(vec![
                 self.decide(|active, img, _| match active.unregister(img, id) {
                     Ok((records, ())) => (records, Ok(())),
@@ -495,6 +506,49 @@ fn scram_records(
                 mechanism: mech.code(),
             },
         })
+        .collect();
+    (records, results)
+}
+
+/// Kafka's AclControlManager.createAcls on the image: an AccessControlEntry record with a
+/// new id per ACL to add, one result per creation.
+fn acl_create_records(
+    img: &MetadataImage,
+    creations: &[Result<AclBinding, AclError>],
+) -> (Vec<MetadataRecord>, Vec<Result<(), AclError>>) {
+    let existing: BTreeSet<AclBinding> = img.acls.values().cloned().collect();
+    let (added, results) = acl_changes::plan_create(&existing, creations);
+    let records = added
+        .iter()
+        .map(|b| {
+            let (rt, name, pt, principal, host, op, perm) = acl_changes::binding_to_wire(b);
+            MetadataRecord::AccessControlEntry {
+                id: uuid::Uuid::new_v4(),
+                resource_type: rt,
+                resource_name: name,
+                pattern_type: pt,
+                principal,
+                host,
+                operation: op,
+                permission_type: perm,
+            }
+        })
+        .collect();
+    (records, results)
+}
+
+/// Kafka's AclControlManager.deleteAcls on the image: a RemoveAccessControlEntry record per
+/// ACL some filter selects, and per filter the ACLs it selected.
+fn acl_delete_records(
+    img: &MetadataImage,
+    filters: &[Result<AclFilter, AclError>],
+) -> (Vec<MetadataRecord>, Vec<Result<Vec<AclBinding>, AclError>>) {
+    let (removed, results) = acl_changes::plan_delete(img.acls.values(), filters);
+    let records = img
+        .acls
+        .iter()
+        .filter(|(_, b)| removed.contains(b))
+        .map(|(id, _)| MetadataRecord::RemoveAccessControlEntry { id: *id })
         .collect();
     (records, results)
 }

@@ -5,6 +5,7 @@
 //! pure functions of [`authorizer`].
 
 pub mod authorizer;
+pub mod changes;
 pub mod model;
 #[cfg(test)]
 mod tests;

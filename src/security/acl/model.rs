@@ -4,10 +4,12 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 macro_rules! coded_enum {
     ($(#[$m:meta])* $name:ident { $($v:ident = $c:expr, $s:expr;)* }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name { $($v),* }
 
         impl $name {
@@ -136,7 +138,7 @@ impl ResourceType {
 }
 
 /// A resource pattern of a stored ACL: a concrete type and a LITERAL or PREFIXED pattern.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ResourcePattern {
     pub resource_type: ResourceType,
     pub name: String,
@@ -144,7 +146,7 @@ pub struct ResourcePattern {
 }
 
 /// Who may (or may not) do what from where.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AccessControlEntry {
     /// `type:name`, `User:*` for everyone.
     pub principal: String,
@@ -155,7 +157,7 @@ pub struct AccessControlEntry {
 }
 
 /// One ACL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AclBinding {
     pub pattern: ResourcePattern,
     pub entry: AccessControlEntry,
@@ -204,7 +206,7 @@ impl AclBinding {
 }
 
 /// A DescribeAcls or DeleteAcls filter: None fields match anything.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclFilter {
     pub resource_type: ResourceType,
     pub name: Option<String>,

@@ -269,3 +269,67 @@ fn invalid_bindings_are_named() {
     let set: BTreeSet<_> = [b.clone(), b].into_iter().collect();
     assert_eq!(set.len(), 1);
 }
+
+mod changes {
+    use super::*;
+    use crate::security::acl::changes::*;
+
+    fn wire(b: &AclBinding) -> WireAcl<String> {
+        binding_to_wire(b)
+    }
+
+    #[test]
+    fn creations_are_checked_one_by_one_and_existing_acls_change_nothing() {
+        let a = allow_topic("orders", Literal, "User:alice", Read);
+        let b = allow_topic("ord", Prefixed, "User:bob", Write);
+        let existing: BTreeSet<AclBinding> = [a.clone()].into();
+        let mut bad = wire(&b);
+        bad.0 = 4; // CLUSTER with a topic's name
+        let mut unknown = wire(&b);
+        unknown.5 = 0;
+        let creations = vec![
+            binding_from_wire(wire(&a)),
+            binding_from_wire(wire(&b)),
+            binding_from_wire(wire(&b)),
+            binding_from_wire(bad),
+            binding_from_wire(unknown),
+        ];
+        let (added, results) = plan_create(&existing, &creations);
+        assert_eq!(added, vec![b]);
+        assert!(results[..3].iter().all(|r| r.is_ok()));
+        assert_eq!(
+            results[3],
+            Err((
+                42,
+                "The only valid name for the CLUSTER resource is kafka-cluster".into()
+            ))
+        );
+        assert_eq!(results[4].as_ref().unwrap_err().0, 42);
+    }
+
+    #[test]
+    fn deletions_answer_per_filter_and_remove_each_acl_once() {
+        let a = allow_topic("orders", Literal, "User:alice", Read);
+        let b = allow_topic("ord", Prefixed, "User:bob", Write);
+        // In the set's order: "ord" sorts before "orders".
+        let existing = [b.clone(), a.clone()];
+        let any = |pt: i8, name: Option<&str>| {
+            filter_from_wire((2, name.map(String::from), pt, None, None, 1, 1))
+        };
+        let filters = vec![
+            any(2, Some("orders")),
+            any(3, None),
+            filter_from_wire((0, None, 1, None, None, 1, 1)),
+            filter_from_wire((1, None, 1, None, None, 1, 0)),
+        ];
+        let (removed, results) = plan_delete(existing.iter(), &filters);
+        assert_eq!(removed, vec![b.clone(), a.clone()]);
+        assert_eq!(results[0], Ok(vec![b.clone(), a.clone()]));
+        assert_eq!(results[1], Ok(vec![a.clone()]));
+        assert_eq!(results[2], Err((42, "Unknown patternFilter.".into())));
+        assert_eq!(results[3], Err((42, "Unknown entryFilter.".into())));
+        let grouped = group_by_pattern([a.clone(), b.clone()]);
+        assert_eq!(grouped.len(), 2);
+        assert_eq!(grouped[0].1, vec![b.entry.clone()]);
+    }
+}
