@@ -7,6 +7,8 @@
   create-topic      alice's CreateTopics is TOPIC_AUTHORIZATION_FAILED
   group-join        alice's consumer gets GROUP_AUTHORIZATION_FAILED
   transactions      alice's init_transactions is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  prefixed          admin grants alice ALL on topics and groups prefixed authz-ok-: her
+                    produce and consume work there; a DENY of WRITE beats the ALLOW
   authorized-ops    describe_cluster with authorized operations: every operation for admin
                     (a super user), none for alice
 """
@@ -115,6 +117,47 @@ def transactions():
         got = code_of(e)
     check(got == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
           "alice's init_transactions: %r" % got)
+
+
+@S.scenario("prefixed")
+def prefixed():
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType)
+    pre = "authz-ok-%s-" % RUN_TAG
+    t = pre + "t"
+    make_topic(t)
+    a = admin()
+    acls = [AclBinding(rt, pre, ResourcePatternType.PREFIXED, "User:alice", "*",
+                       AclOperation.ALL, AclPermissionType.ALLOW)
+            for rt in (ResourceType.TOPIC, ResourceType.GROUP)]
+    for f in a.create_acls(acls, request_timeout=T).values():
+        f.result(T)
+    errors = []
+    p = Producer(conf("alice", **{"message.timeout.ms": 10000}))
+    p.produce(t, b"ok", on_delivery=lambda err, _m: errors.append(err))
+    p.flush(T)
+    check(errors == [None], "alice's produce with the prefixed ACL: %r" % errors)
+    c = Consumer(conf("alice", **{"group.id": pre + "g", "auto.offset.reset": "earliest"}))
+    c.subscribe([t])
+    got = None
+    deadline = time.monotonic() + T
+    while got is None and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got = m.value()
+    c.close()
+    check(got == b"ok", "alice's consume with the prefixed ACL: %r" % got)
+    deny = AclBinding(ResourceType.TOPIC, t, ResourcePatternType.LITERAL, "User:alice", "*",
+                      AclOperation.WRITE, AclPermissionType.DENY)
+    for f in a.create_acls([deny], request_timeout=T).values():
+        f.result(T)
+    errors = []
+    p = Producer(conf("alice", **{"message.timeout.ms": 10000}))
+    p.produce(t, b"no", on_delivery=lambda err, _m: errors.append(err))
+    p.flush(T)
+    check(errors and errors[0] is not None
+          and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+          "alice's produce after the DENY: %r" % errors)
 
 
 @S.scenario("authorized-ops")
