@@ -9,6 +9,9 @@
   transactions      alice's init_transactions is TRANSACTIONAL_ID_AUTHORIZATION_FAILED
   prefixed          admin grants alice ALL on topics and groups prefixed authz-ok-: her
                     produce and consume work there; a DENY of WRITE beats the ALLOW
+  fetch-denied      alice may describe a topic and read a group but not read the topic: her
+                    assigned consumer's fetch and her offset commit both get
+                    TOPIC_AUTHORIZATION_FAILED
   authorized-ops    describe_cluster with authorized operations: every operation for admin
                     (a super user), none for alice
 """
@@ -158,6 +161,50 @@ def prefixed():
     check(errors and errors[0] is not None
           and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
           "alice's produce after the DENY: %r" % errors)
+
+
+@S.scenario("fetch-denied")
+def fetch_denied():
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType)
+    t, g = "authz-fd-" + RUN_TAG, "authz-fd-g-" + RUN_TAG
+    make_topic(t)
+    p = Producer(conf("admin"))
+    p.produce(t, b"secret", partition=0)
+    check(p.flush(T) == 0, "admin's record unsent")
+    acls = [AclBinding(ResourceType.TOPIC, t, ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+            AclBinding(ResourceType.GROUP, g, ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.READ, AclPermissionType.ALLOW)]
+    a = admin()  # kept: the futures need the handle alive
+    for f in a.create_acls(acls, request_timeout=T).values():
+        f.result(T)
+    c = Consumer(conf("alice", **{"group.id": g, "enable.auto.commit": False}))
+    try:
+        c.assign([TopicPartition(t, 0, 0)])
+        err, got = None, None
+        deadline = time.monotonic() + T
+        while err is None and got is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                err = m.error()
+            else:
+                got = m.value()
+        check(got is None, "alice read %r without READ on the topic" % got)
+        check(err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+              "alice's fetch: %r" % err)
+        code = None
+        try:
+            res = c.commit(offsets=[TopicPartition(t, 0, 1)], asynchronous=False)
+            code = res[0].error.code() if res and res[0].error else 0
+        except KafkaException as e:
+            code = code_of(e)
+        check(code == KafkaError.TOPIC_AUTHORIZATION_FAILED, "alice's commit: %r" % code)
+    finally:
+        c.close()
 
 
 @S.scenario("authorized-ops")
