@@ -14,13 +14,17 @@
                     TOPIC_AUTHORIZATION_FAILED
   authorized-ops    describe_cluster with authorized operations: every operation for admin
                     (a super user), none for alice
+  admin-apis-denied alice's describe_configs of a topic, ListOffsets (on the wire),
+                    create_partitions and delete_topics are TOPIC_AUTHORIZATION_FAILED, her
+                    delete_consumer_groups GROUP_AUTHORIZATION_FAILED; admin's same calls
+                    succeed
 """
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, wait_until
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, wait_until
 
 S = Suite("authz")
 T = 30
@@ -220,6 +224,100 @@ def authorized_ops():
     d = alice.describe_cluster(include_authorized_operations=True,
                                request_timeout=T).result(T)
     check(not d.authorized_operations, "alice's cluster operations: %r" % d.authorized_operations)
+
+
+def outcome(fut):
+    """0 when the admin future succeeds, else the error code it fails with."""
+    try:
+        fut.result(T)
+        return 0
+    except KafkaException as e:
+        return code_of(e)
+
+
+def sasl_exchange(user, requests):
+    """Sends (key, version, flexible body) requests on one connection after a SASL/PLAIN
+    login as `user` (SaslHandshake v1, SaslAuthenticate v2); returns a Reader per answer,
+    positioned after its header. librdkafka answers some refusals itself (list_offsets of a
+    topic its metadata cannot see), so the broker's own answer is read on the wire."""
+    import socket
+    import struct
+    from kafka_wire import TAGS, Reader, uvarint
+
+    def frame(sock, key, version, corr, body, flexible):
+        header = struct.pack(">hhih", key, version, corr, 5) + b"authz"
+        msg = header + (TAGS if flexible else b"") + body
+        sock.sendall(struct.pack(">i", len(msg)) + msg)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed before the response")
+            data += chunk
+        r = Reader(data[4:])
+        check(r.i32() == corr, "correlation id")
+        if flexible:
+            r.tags()
+        return r
+
+    with socket.create_connection(host_port(), timeout=T) as sock:
+        r = frame(sock, 17, 1, 1, struct.pack(">h", 5) + b"PLAIN", False)
+        check(r.i16() == 0, "SaslHandshake refused")
+        token = ("\0%s\0%s-secret" % (user, user)).encode()
+        r = frame(sock, 36, 2, 2, uvarint(len(token) + 1) + token + TAGS, True)
+        check(r.i16() == 0, "SaslAuthenticate of %s refused: %r" % (user, r.cstr()))
+        return [frame(sock, key, version, 3 + i, body, True)
+                for i, (key, version, body) in enumerate(requests)]
+
+
+def list_offsets_code(user, t):
+    """The error code of partition 0 of `t` in `user`'s ListOffsets v7 (latest offset)."""
+    import struct
+    from kafka_wire import TAGS, carray, cstr
+    part = struct.pack(">iiq", 0, -1, -1) + TAGS
+    body = (struct.pack(">ib", -1, 0)
+            + carray([t], lambda n: cstr(n) + carray([part], lambda p: p) + TAGS) + TAGS)
+    r = sasl_exchange(user, [(2, 7, body)])[0]
+    r.i32()  # throttle
+    check(r.uvarint() == 2 and r.cstr() == t, "ListOffsets answers another topic")
+    check(r.uvarint() == 2 and r.i32() == 0, "ListOffsets answers another partition")
+    return r.i16()
+
+
+def admin_calls(a, user, t, g):
+    """The error code (0: success) of each admin call, in the order they are made; the topic
+    deletion comes last."""
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+    got = {}
+    res = ConfigResource(ConfigResource.Type.TOPIC, t)
+    got["describe_configs"] = outcome(a.describe_configs([res], request_timeout=T)[res])
+    got["list_offsets"] = list_offsets_code(user, t)
+    fs = a.create_partitions([NewPartitions(t, 2)], operation_timeout=T, request_timeout=T)
+    got["create_partitions"] = outcome(fs[t])
+    got["delete_groups"] = outcome(a.delete_consumer_groups([g], request_timeout=T)[g])
+    fs = a.delete_topics([t], operation_timeout=T, request_timeout=T)
+    got["delete_topics"] = outcome(fs[t])
+    return got
+
+
+@S.scenario("admin-apis-denied")
+def admin_apis_denied():
+    from confluent_kafka import TopicPartition
+    t, g = "authz-ad-" + RUN_TAG, "authz-ad-g-" + RUN_TAG
+    make_topic(t)
+    # An empty group with a committed offset, which admin may delete.
+    c = Consumer(conf("admin", **{"group.id": g, "enable.auto.commit": False}))
+    try:
+        c.commit(offsets=[TopicPartition(t, 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    want = {"describe_configs": denied, "list_offsets": denied, "create_partitions": denied,
+            "delete_groups": KafkaError.GROUP_AUTHORIZATION_FAILED, "delete_topics": denied}
+    got = admin_calls(admin("alice"), "alice", t, g)
+    check(got == want, "alice's admin calls: %r" % got)
+    got = admin_calls(admin(), "admin", t, g)
+    check(got == dict.fromkeys(want, 0), "admin's admin calls: %r" % got)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@
 //! errors, live application, persistence: `config_changes`); BROKER_LOGGER and other
 //! resource types are INVALID_REQUEST. `validate_only` checks without applying.
 //!
+//! Authorization (Kafka's `ControllerApis`): ALTER_CONFIGS on the topic, the group, or the
+//! cluster for BROKER; a refused resource is TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED
+//! with no message and is left unchanged. BROKER_LOGGER is refused as invalid before that.
+//!
 //! Version notes: v1 is the same as v0 (throttle behaviour, KIP-219); v2 is flexible.
 
 use std::sync::Arc;
@@ -16,6 +20,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz;
 use super::config_changes::{
     BROKER, Failure, GROUP, Op, SET, TOPIC, alter_broker, alter_group, alter_topic, invalid_request,
 };
@@ -62,7 +67,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
         r.error_message = None;
-        if let Err((code, message)) = alter(&b, res, req.validate_only).await {
+        let name = res.resource_name.as_str();
+        let refused = match res.resource_type {
+            super::config_changes::BROKER_LOGGER => None,
+            t => ctx.config_resource_error(&b, authz::Op::AlterConfigs, t, name),
+        };
+        let done = match refused {
+            Some(code) => Err((code, None)),
+            None => alter(&b, res, req.validate_only).await,
+        };
+        if let Err((code, message)) = done {
             r.error_code = code;
             r.error_message = message.map(StrBytes::from_string);
         }

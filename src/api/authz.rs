@@ -80,3 +80,108 @@ impl RequestCtx {
         self.authorize_cluster(b, Op::Create) || self.may_topic(b, Op::Create, name)
     }
 }
+
+/// DeleteTopics' refusal of one topic, if any, as Kafka's `ControllerApis.deleteTopics`
+/// decides it from whether it was named by id, whether it exists, and whether the principal
+/// may DESCRIBE and DELETE it (both true with DELETE on the cluster). A name the principal may
+/// not describe is refused before its existence is told; an id is resolved first (an unknown
+/// id is the handler's UNKNOWN_TOPIC_ID). The flag says whether an id's resolved name may be
+/// returned (only when the principal may describe the topic).
+pub fn delete_topic_refusal(
+    by_id: bool,
+    exists: bool,
+    may_describe: bool,
+    may_delete: bool,
+) -> Option<(i16, bool)> {
+    if by_id {
+        return (exists && !may_delete).then(|| (topic_denied(), may_describe));
+    }
+    if !may_describe || (exists && !may_delete) {
+        return Some((topic_denied(), true));
+    }
+    None
+}
+
+/// Kafka's message for an authorization error code (`Errors.message()`), empty for others.
+pub fn denied_message(code: i16) -> &'static str {
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::TopicAuthorizationFailed) => "Topic authorization failed.",
+        Some(ResponseError::GroupAuthorizationFailed) => "Group authorization failed.",
+        Some(ResponseError::ClusterAuthorizationFailed) => "Cluster authorization failed.",
+        Some(ResponseError::TransactionalIdAuthorizationFailed) => {
+            "Transactional Id authorization failed."
+        }
+        _ => "",
+    }
+}
+
+impl RequestCtx {
+    /// None when the principal may do `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the config
+    /// resource `(resource_type, name)`, else the kind's error: topics (2) and groups (32) are
+    /// checked by name, brokers (4), broker loggers (8) and client metrics (16) on the
+    /// cluster. Other types are left to the handler's own validation.
+    pub fn config_resource_error(
+        &self,
+        b: &Broker,
+        op: Op,
+        resource_type: i8,
+        name: &str,
+    ) -> Option<i16> {
+        match resource_type {
+            2 => self.topic_error(b, op, name),
+            4 | 8 | 16 => self.cluster_error(b, op),
+            32 => self.group_error(b, op, name),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod data_plane_tests {
+    use super::*;
+
+    #[test]
+    fn delete_topics_by_name_hides_existence_without_describe() {
+        let denied = Some((topic_denied(), true));
+        // (exists, may_describe, may_delete)
+        assert_eq!(delete_topic_refusal(false, true, false, false), denied);
+        assert_eq!(delete_topic_refusal(false, false, false, false), denied);
+        assert_eq!(delete_topic_refusal(false, false, false, true), denied);
+        assert_eq!(delete_topic_refusal(false, true, true, false), denied);
+        // Describable but unknown: the handler's UNKNOWN_TOPIC_OR_PARTITION.
+        assert_eq!(delete_topic_refusal(false, false, true, false), None);
+        assert_eq!(delete_topic_refusal(false, true, true, true), None);
+    }
+
+    #[test]
+    fn delete_topics_by_id_withholds_the_name_without_describe() {
+        assert_eq!(
+            delete_topic_refusal(true, true, false, false),
+            Some((topic_denied(), false))
+        );
+        assert_eq!(
+            delete_topic_refusal(true, true, true, false),
+            Some((topic_denied(), true))
+        );
+        // An unknown id is the handler's UNKNOWN_TOPIC_ID, whatever the ACLs.
+        assert_eq!(delete_topic_refusal(true, false, false, false), None);
+        assert_eq!(delete_topic_refusal(true, true, false, true), None);
+    }
+
+    #[test]
+    fn denied_messages_are_kafkas() {
+        assert_eq!(
+            denied_message(topic_denied()),
+            "Topic authorization failed."
+        );
+        assert_eq!(
+            denied_message(group_denied()),
+            "Group authorization failed."
+        );
+        assert_eq!(
+            denied_message(cluster_denied()),
+            "Cluster authorization failed."
+        );
+        assert_eq!(denied_message(0), "");
+    }
+}

@@ -3,6 +3,10 @@
 //! a static member's temporary leave); the answer carries its epoch, the heartbeat interval
 //! and, when it changed, its assignment. The decisions are `group::consumer`'s.
 //!
+//! Authorization (Kafka's `KafkaApis`): READ on the group, else GROUP_AUTHORIZATION_FAILED;
+//! then DESCRIBE on every subscribed topic name, else TOPIC_AUTHORIZATION_FAILED (KIP-848
+//! members must not learn of topics they may not describe). Both refuse the whole request.
+//!
 //! Version notes: v1 (KIP-1082) has the client choose its member id (epoch 0 with an empty
 //! member id is INVALID_REQUEST); v0 gets one from the coordinator.
 
@@ -14,6 +18,7 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 
+use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx, group_util::sb};
 use crate::broker::Broker;
 use crate::group::consumer::heartbeat::Request;
@@ -75,6 +80,21 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     };
     let topics = topics(&b);
     let mut resp = ConsumerGroupHeartbeatResponse::default();
+    let group = req.group_id.0.as_str();
+    let mut subscribed = req.subscribed_topic_names.iter().flatten();
+    let refused = ctx
+        .group_error(&b, Op::Read, group)
+        .map(|code| (code, "Group authorization failed."))
+        .or_else(|| {
+            subscribed
+                .any(|n| !ctx.may_topic(&b, Op::Describe, n.0.as_str()))
+                .then(|| (authz::topic_denied(), "Topic authorization failed."))
+        });
+    if let Some((code, message)) = refused {
+        resp.error_code = code;
+        resp.error_message = Some(sb(message.to_string()));
+        return super::respond(&ctx, &resp);
+    }
     // A share group's id is not a consumer group's, as Kafka answers.
     if b.share.exists(req.group_id.0.as_str()) {
         resp.error_code = kafka_protocol::ResponseError::GroupIdNotFound.code();

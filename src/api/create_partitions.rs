@@ -4,6 +4,8 @@
 //! `ReplicationControlManager.createPartitions`):
 //! * A name given more than once: INVALID_REQUEST "Duplicate topic name." once, first in the
 //!   results; those entries are not acted on.
+//! * A topic the principal may not ALTER: TOPIC_AUTHORIZATION_FAILED (no message), after the
+//!   duplicates and before the others; it does not count towards the limit below.
 //! * More than 10,000 partitions added by the whole request: every entry gets
 //!   POLICY_VIOLATION and nothing changes.
 //! * Per topic: unknown name UNKNOWN_TOPIC_OR_PARTITION (no message); the same or a lower count
@@ -28,6 +30,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::cluster::TopicError;
@@ -69,14 +72,25 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         |t: &&kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic| {
             seen[t.name.0.as_str()] == 1
         };
+    let allowed =
+        |t: &&kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic| {
+            ctx.may_topic(&b, Op::Alter, t.name.0.as_str())
+        };
     let mut resp = CreatePartitionsResponse::default();
-    let added = additional_in_request(req.topics.iter().filter(unique).map(|t| {
+    let added = additional_in_request(req.topics.iter().filter(unique).filter(allowed).map(|t| {
         let current = b.controller.topic(&t.name.0).map(|i| i.partition_count);
         (t.count, current)
     }));
     if added > MAX_ADDITIONAL_PARTITIONS_PER_REQUEST {
         let e = request_too_large();
-        resp.results = req.topics.iter().map(|t| error(&t.name, &e)).collect();
+        resp.results = req
+            .topics
+            .iter()
+            .map(|t| match allowed(&t) {
+                true => error(&t.name, &e),
+                false => result(&t.name, authz::topic_denied(), None),
+            })
+            .collect();
         return super::respond(&ctx, &resp);
     }
     let mut reported = std::collections::HashSet::new();
@@ -87,7 +101,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             resp.results.push(result(&t.name, code, message));
         }
     }
-    for t in req.topics.iter().filter(unique) {
+    for t in req.topics.iter().filter(unique).filter(|t| !allowed(t)) {
+        resp.results
+            .push(result(&t.name, authz::topic_denied(), None));
+    }
+    for t in req.topics.iter().filter(unique).filter(allowed) {
         let assignments: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
             a.iter()
                 .map(|p| p.broker_ids.iter().map(|id| id.0).collect())

@@ -7,7 +7,8 @@
 //!   OFFSET_OUT_OF_RANGE, ListOffsets EARLIEST: the new start), and the segments wholly below
 //!   it are deleted at once (Kafka leaves that to its next retention check). An offset below
 //!   the current start changes nothing.
-//! - Errors, per partition, low_watermark -1: an unknown topic or partition
+//! - Errors, per partition, low_watermark -1: a topic the principal may not DELETE
+//!   TOPIC_AUTHORIZATION_FAILED (checked first); an unknown topic or partition
 //!   UNKNOWN_TOPIC_OR_PARTITION; an internal topic (`__consumer_offsets`,
 //!   `__transaction_state`) INVALID_TOPIC_EXCEPTION; a replica that does not lead, or a
 //!   partition held elsewhere, NOT_LEADER_OR_FOLLOWER; a topic whose cleanup.policy is
@@ -85,6 +86,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = DeleteRecordsResponse::default();
     let mut wanted = Vec::new();
     for rt in req.topics {
+        let refused = ctx.topic_error(&b, super::authz::Op::Delete, rt.name.0.as_str());
         let topic = b.controller.topic(rt.name.0.as_str());
         let mut tr = DeleteRecordsTopicResult::default();
         tr.name = rt.name;
@@ -92,7 +94,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             let mut pr = DeleteRecordsPartitionResult::default();
             pr.partition_index = rp.partition_index;
             pr.low_watermark = -1;
-            match replica(&b, topic.as_ref(), rp.partition_index) {
+            let checked = match refused {
+                Some(code) => Err(code),
+                None => replica(&b, topic.as_ref(), rp.partition_index),
+            };
+            match checked {
                 Err(code) => pr.error_code = code,
                 Ok(p) => wanted.push((resp.topics.len(), tr.partitions.len(), p, rp.offset)),
             }

@@ -1,6 +1,10 @@
 //! DeleteTopics (key 20), versions 1-6: by name (v1-5) or by name or id (v6); the partition
 //! directories are removed. With `delete.topic.enable=false` every topic is answered as Kafka
 //! does: TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3), and nothing is deleted.
+//!
+//! Authorization (Kafka's `ControllerApis.deleteTopics`): DELETE on the cluster allows every
+//! topic, else each topic needs DELETE on it; see [`authz::delete_topic_refusal`] for which
+//! refusals come before the topic's existence is told and when the name is withheld.
 
 use std::sync::Arc;
 
@@ -10,6 +14,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
@@ -56,6 +61,22 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             r.error_code = e.code();
             if v >= 5 {
                 r.error_message = Some(StrBytes::from_static_str("Topic deletion is disabled."));
+            }
+            resp.responses.push(r);
+            continue;
+        }
+        let known_name = match &topic {
+            Some(t) => t.name.to_string(),
+            None => name.clone().unwrap_or_default(),
+        };
+        let cluster_delete = ctx.authorize_cluster(&b, Op::Delete);
+        let may = |op| cluster_delete || ctx.may_topic(&b, op, &known_name);
+        let refused =
+            authz::delete_topic_refusal(by_id, topic.is_some(), may(Op::Describe), may(Op::Delete));
+        if let Some((code, show_name)) = refused {
+            r.error_code = code;
+            if by_id && show_name {
+                r.name = Some(TopicName(StrBytes::from_string(known_name)));
             }
             resp.responses.push(r);
             continue;

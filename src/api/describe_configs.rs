@@ -15,6 +15,10 @@
 //! synonyms are the group's value and the broker setting the default comes from (source
 //! DEFAULT_CONFIG). Other resource types (client metrics) get INVALID_REQUEST.
 //! Config documentation is served for group configs only (null for the others).
+//!
+//! Authorization (Kafka's `ConfigHelper`): DESCRIBE_CONFIGS on the topic, the group, or the
+//! cluster for brokers, their loggers and client metrics; a refused resource is TOPIC_,
+//! GROUP_ or CLUSTER_AUTHORIZATION_FAILED with Kafka's message and no configs.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::cluster::controller::validate_topic_name;
@@ -256,12 +261,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {
         let name = res.resource_name.to_string();
-        let entries = match res.resource_type {
-            TOPIC => topic_entries(&b, &name),
-            BROKER => broker_entries(&b, &name),
-            BROKER_LOGGER => logger_entries(&b, &name),
-            GROUP => group_entries(&b, &name),
-            t => Err((
+        let refused = ctx.config_resource_error(&b, Op::DescribeConfigs, res.resource_type, &name);
+        let entries = match (refused, res.resource_type) {
+            (Some(code), _) => Err((code, authz::denied_message(code).to_string())),
+            (None, TOPIC) => topic_entries(&b, &name),
+            (None, BROKER) => broker_entries(&b, &name),
+            (None, BROKER_LOGGER) => logger_entries(&b, &name),
+            (None, GROUP) => group_entries(&b, &name),
+            (None, t) => Err((
                 ResponseError::InvalidRequest.code(),
                 format!("Unsupported resource type {t}"),
             )),

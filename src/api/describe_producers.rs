@@ -10,6 +10,8 @@
 //! - Any replica answers, leader or follower (the admin client asks the leader unless told a
 //!   broker id). A partition with no replica here is NOT_LEADER_OR_FOLLOWER (the topic has it,
 //!   other brokers hold it); an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION.
+//! - A topic the principal may not READ: TOPIC_AUTHORIZATION_FAILED on each of its
+//!   partitions, before its existence is told.
 
 use std::sync::Arc;
 
@@ -37,15 +39,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: DescribeProducersRequest = super::decode(&ctx, body)?;
     let mut resp = DescribeProducersResponse::default();
     for rt in req.topics {
+        let refused = ctx.topic_error(&b, super::authz::Op::Read, rt.name.0.as_str());
         let topic = b.controller.topic(rt.name.0.as_str());
         let mut tr = TopicResponse::default();
         tr.name = rt.name;
         for index in rt.partition_indexes {
             let mut pr = PartitionResponse::default();
             pr.partition_index = index;
-            let found = match &topic {
-                Some(t) => super::local_partition(t, index),
-                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            let found = match (refused, &topic) {
+                (Some(code), _) => Err(code),
+                (None, Some(t)) => super::local_partition(t, index),
+                (None, None) => Err(ResponseError::UnknownTopicOrPartition.code()),
             };
             match found {
                 Err(code) => pr.error_code = code,

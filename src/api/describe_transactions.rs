@@ -4,6 +4,10 @@
 //! time, producer id and epoch, partitions by topic. An id coordinated elsewhere gets
 //! NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its partition loads), an unknown one
 //! (or one being expired) TRANSACTIONAL_ID_NOT_FOUND, an empty one INVALID_REQUEST.
+//!
+//! Authorization (Kafka's `KafkaApis`): an id the principal may not DESCRIBE is
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED, before its existence is told; the partitions listed
+//! are only those of topics the principal may DESCRIBE.
 
 use std::sync::Arc;
 
@@ -14,6 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
@@ -30,7 +35,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut resp = DescribeTransactionsResponse::default();
     for id in req.transactional_ids {
         let mut s = TransactionState::default();
-        match b.txns.describe(&id.0) {
+        let described = match ctx.txn_error(&b, Op::Describe, &id.0) {
+            Some(code) => Err(code),
+            None => b.txns.describe(&id.0),
+        };
+        match described {
             Ok(d) => {
                 s.transaction_state = StrBytes::from_static_str(d.state.name());
                 s.transaction_timeout_ms = d.timeout_ms;
@@ -40,6 +49,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 s.topics = d
                     .topics
                     .into_iter()
+                    .filter(|(t, _)| ctx.may_topic(&b, Op::Describe, t))
                     .map(|(t, ps)| {
                         let mut td = TopicData::default();
                         td.topic = TopicName(StrBytes::from_string(t));

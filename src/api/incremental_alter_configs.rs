@@ -21,6 +21,11 @@
 //!
 //! Validation, errors and how changes are applied: `config_changes`.
 //!
+//! Authorization (Kafka's `ControllerApis` and, for loggers, `ConfigAdminManager`):
+//! ALTER_CONFIGS on the topic, the group, or the cluster for BROKER and BROKER_LOGGER; a
+//! refused resource is TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED with no message and is
+//! left unchanged.
+//!
 //! Version notes: v1 is flexible.
 
 use std::sync::Arc;
@@ -96,7 +101,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
         r.error_message = None;
-        if let Err((code, message)) = alter(&b, res, req.validate_only).await {
+        let name = res.resource_name.as_str();
+        let refused =
+            ctx.config_resource_error(&b, super::authz::Op::AlterConfigs, res.resource_type, name);
+        let done = match refused {
+            Some(code) => Err((code, None)),
+            None => alter(&b, res, req.validate_only).await,
+        };
+        if let Err((code, message)) = done {
             r.error_code = code;
             r.error_message = message.map(StrBytes::from_string);
         }

@@ -2,6 +2,7 @@
 //! KIP-1142 renamed it and added the resource types).
 //!
 //! Behavior, as Kafka 4.4 answers:
+//! - Without DESCRIBE_CONFIGS on the cluster: CLUSTER_AUTHORIZATION_FAILED, nothing listed.
 //! - v1 lists the resources whose configs DescribeConfigs can show, for the types asked (an
 //!   empty list: every type), in Kafka's order: groups with configs, client metrics
 //!   resources, each live broker's loggers, each live broker, every topic (internal ones
@@ -101,6 +102,10 @@ fn resources(b: &Broker) -> Resources {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ListConfigResourcesRequest = super::decode(&ctx, body)?;
     let mut resp = ListConfigResourcesResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::DescribeConfigs) {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
     if ctx.version == 0 {
         return super::respond(&ctx, &resp);
     }

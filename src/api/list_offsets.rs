@@ -61,6 +61,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let read_committed = v >= 2 && req.isolation_level == 1;
     let mut resp = ListOffsetsResponse::default();
     for rt in req.topics {
+        let refused = ctx.topic_error(&b, super::authz::Op::Describe, rt.name.0.as_str());
         let topic = b.controller.topic(rt.name.0.as_str());
         let mut tr = ListOffsetsTopicResponse::default();
         tr.name = rt.name.clone();
@@ -75,9 +76,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 || (rp.timestamp == -3 && v >= 7)
                 || (rp.timestamp == -4 && v >= 8)
                 || (rp.timestamp == -5 && v >= 9);
-            let found = match &topic {
-                Some(t) => super::local_partition(t, rp.partition_index),
-                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            let found = match (refused, &topic) {
+                (Some(code), _) => Err(code),
+                (None, Some(t)) => super::local_partition(t, rp.partition_index),
+                (None, None) => Err(ResponseError::UnknownTopicOrPartition.code()),
             };
             match found {
                 Err(code) => pr.error_code = code,

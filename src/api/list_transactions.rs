@@ -4,7 +4,8 @@
 //! filtered by state names, producer ids, (v1+) a minimum running time and (v2+) a regular
 //! expression the whole id must match (RE2 syntax, as Kafka's re2j). State names that are
 //! not states come back in unknown_state_filters; COORDINATOR_LOAD_IN_PROGRESS while a
-//! partition loads; INVALID_REGULAR_EXPRESSION for a pattern that does not compile.
+//! partition loads; INVALID_REGULAR_EXPRESSION for a pattern that does not compile. Only the
+//! ids the principal may DESCRIBE are listed.
 //!
 //! Version notes: v1 adds duration_filter (KIP-994), v2 transactional_id_pattern (KIP-1152).
 
@@ -60,6 +61,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             resp.unknown_state_filters = unknown.into_iter().map(StrBytes::from_string).collect();
             resp.transaction_states = listed
                 .into_iter()
+                .filter(|l| ctx.may_txn(&b, super::authz::Op::Describe, &l.transactional_id))
                 .map(|l| {
                     let mut s = TransactionState::default();
                     s.transactional_id = TransactionalId(StrBytes::from_string(l.transactional_id));

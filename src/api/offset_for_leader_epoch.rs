@@ -15,6 +15,10 @@
 //! - not the leader: NOT_LEADER_OR_FOLLOWER (only leaders answer, for followers and consumers
 //!   alike).
 //!
+//! Authorization (Kafka's `KafkaApis`): CLUSTER_ACTION on the cluster (a follower) allows every
+//! topic; otherwise (a consumer, KIP-320) each topic needs DESCRIBE, its partitions answered
+//! TOPIC_AUTHORIZATION_FAILED when refused.
+//!
 //! Version notes: v2 added current_leader_epoch (KIP-320), v3 replica_id (-1 for consumers;
 //! not used in the answer, as in Kafka), v4 is the flexible encoding (KIP-482).
 
@@ -27,6 +31,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
@@ -41,16 +46,21 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: OffsetForLeaderEpochRequest = super::decode(&ctx, body)?;
     let mut resp = OffsetForLeaderEpochResponse::default();
+    let cluster_action = ctx.authorize_cluster(&b, Op::ClusterAction);
     for t in req.topics {
+        let refused = (!cluster_action)
+            .then(|| ctx.topic_error(&b, Op::Describe, t.topic.0.as_str()))
+            .flatten();
         let topic = b.controller.topic(t.topic.0.as_str());
         let mut tr = OffsetForLeaderTopicResult::default();
         tr.topic = t.topic;
         for asked in t.partitions {
             let mut r = EpochEndOffset::default();
             r.partition = asked.partition;
-            let partition = match &topic {
-                Some(t) => super::local_partition(t, asked.partition),
-                None => Err(ResponseError::UnknownTopicOrPartition.code()),
+            let partition = match (refused, &topic) {
+                (Some(code), _) => Err(code),
+                (None, Some(t)) => super::local_partition(t, asked.partition),
+                (None, None) => Err(ResponseError::UnknownTopicOrPartition.code()),
             };
             let p = match partition {
                 Ok(p) => p,

@@ -7,6 +7,8 @@
 //! NOT_LEADER_OR_FOLLOWER where this broker does not lead, INVALID_PRODUCER_EPOCH for a
 //! marker older than the producer's epoch, TRANSACTION_COORDINATOR_FENCED for an older
 //! coordinator epoch, NOT_ENOUGH_REPLICAS while the ISR is below min.insync.replicas.
+//! Without CLUSTER_ACTION (or ALTER) on the cluster every partition is
+//! CLUSTER_AUTHORIZATION_FAILED and nothing is written.
 //!
 //! Version notes: v1 flexible (v0 is no longer served by Kafka 4); v2 (not served) adds the
 //! transaction version: v1 markers follow the rules of versions 0-1 (a marker's epoch may
@@ -21,6 +23,7 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
+use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
@@ -37,6 +40,10 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: WriteTxnMarkersRequest = super::decode(&ctx, body)?;
     let mut resp = WriteTxnMarkersResponse::default();
+    // ALTER on the cluster is accepted in place of CLUSTER_ACTION, as Kafka does.
+    let refused = (!ctx.authorize_cluster(&b, Op::Alter))
+        .then(|| ctx.cluster_error(&b, Op::ClusterAction))
+        .flatten();
     for m in req.markers {
         let marker = TxnMarker {
             producer_id: m.producer_id.0,
@@ -53,8 +60,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 async move {
                     let mut pr = WritableTxnMarkerPartitionResult::default();
                     pr.partition_index = p;
-                    pr.error_code =
-                        write_local(b, marker, topic, p, crate::txn::REQUEST_TIMEOUT).await;
+                    pr.error_code = match refused {
+                        Some(code) => code,
+                        None => write_local(b, marker, topic, p, crate::txn::REQUEST_TIMEOUT).await,
+                    };
                     pr
                 }
             });
