@@ -18,6 +18,10 @@
                     create_partitions and delete_topics are TOPIC_AUTHORIZATION_FAILED, her
                     delete_consumer_groups GROUP_AUTHORIZATION_FAILED; admin's same calls
                     succeed
+  cluster-apis-denied  alice's DescribeLogDirs, Describe/AlterUserScramCredentials,
+                    Describe/AlterClientQuotas, ListPartitionReassignments (kafka-python's
+                    requests) and ElectLeaders (confluent-kafka) are
+                    CLUSTER_AUTHORIZATION_FAILED; admin's succeed
 """
 import time
 
@@ -318,6 +322,70 @@ def admin_apis_denied():
     check(got == want, "alice's admin calls: %r" % got)
     got = admin_calls(admin(), "admin", t, g)
     check(got == dict.fromkeys(want, 0), "admin's admin calls: %r" % got)
+def kp_admin(user):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=BOOTSTRAP, security_protocol="SASL_PLAINTEXT",
+                            sasl_mechanism="PLAIN", sasl_plain_username=user,
+                            sasl_plain_password=user + "-secret", request_timeout_ms=T * 1000)
+
+
+def raw(a, request):
+    """The response to `request`, sent by kafka-python's admin client `a`."""
+    async def go():
+        return await a._manager.send(request)
+    return a._manager.run(go)
+
+
+@S.scenario("cluster-apis-denied")
+def cluster_apis_denied():
+    from confluent_kafka import ElectionType, TopicPartition
+    from kafka.protocol.admin import (AlterClientQuotasRequest,
+                                      AlterUserScramCredentialsRequest,
+                                      DescribeClientQuotasRequest, DescribeLogDirsRequest,
+                                      DescribeUserScramCredentialsRequest,
+                                      ListPartitionReassignmentsRequest)
+    denied = KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    t = "authz-ca-" + RUN_TAG
+    make_topic(t)
+    for user, want in (("alice", denied), ("admin", 0)):
+        ck, kp = admin(user), kp_admin(user)
+        try:
+            r = raw(kp, DescribeLogDirsRequest(topics=None))
+            check(r.error_code == want and bool(r.results) == (want == 0),
+                  "%s's DescribeLogDirs: %r" % (user, r))
+            r = raw(kp, DescribeClientQuotasRequest(components=[], strict=False))
+            check(r.error_code == want, "%s's DescribeClientQuotas: %r" % (user, r))
+            entry = AlterClientQuotasRequest.EntryData(
+                entity=[AlterClientQuotasRequest.EntryData.EntityData(
+                    entity_type="user", entity_name="authz-q-" + RUN_TAG)],
+                ops=[AlterClientQuotasRequest.EntryData.OpData(
+                    key="producer_byte_rate", value=1048576.0, remove=False)])
+            r = raw(kp, AlterClientQuotasRequest(entries=[entry], validate_only=False))
+            check([e.error_code for e in r.entries] == [want],
+                  "%s's AlterClientQuotas: %r" % (user, r))
+            r = raw(kp, ListPartitionReassignmentsRequest(timeout_ms=T * 1000, topics=None))
+            check(r.error_code == want, "%s's ListPartitionReassignments: %r" % (user, r))
+            r = raw(kp, DescribeUserScramCredentialsRequest(users=[]))
+            check(r.error_code == want, "%s's DescribeUserScramCredentials: %r" % (user, r))
+            up = AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
+                name="authz-scram-" + RUN_TAG, mechanism=1, iterations=4096,
+                salt=b"s" * 16, salted_password=b"p" * 32)
+            r = raw(kp, AlterUserScramCredentialsRequest(deletions=[], upsertions=[up]))
+            check([x.error_code for x in r.results] == [want],
+                  "%s's AlterUserScramCredentials: %r" % (user, r))
+            tp = TopicPartition(t, 0)
+            f = ck.elect_leaders(ElectionType.PREFERRED, [tp])
+            try:
+                res = f.result(T)
+                got = 0
+                part = res.get(tp) if isinstance(res, dict) else None
+                if part is not None and part.code() != KafkaError.ELECTION_NOT_NEEDED:
+                    got = part.code()
+            except KafkaException as e:
+                got = code_of(e)
+            check(got == want, "%s's ElectLeaders: %r" % (user, got))
+        finally:
+            kp.close()
 
 
 if __name__ == "__main__":

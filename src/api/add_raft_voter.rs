@@ -18,6 +18,8 @@
 //! - The node must have the directory id the request names (Kafka's `ReplicaKey`): a
 //!   learner with another one is not ready (REQUEST_TIMED_OUT).
 //!
+//! Without ALTER on the cluster nothing changes: CLUSTER_AUTHORIZATION_FAILED.
+//!
 //! Version notes: v1 (KIP-1186, `ack_when_committed`) is not in kafka-protocol 0.18; v0 answers
 //! once the change is committed.
 
@@ -163,6 +165,13 @@ async fn add(b: &Broker, req: &AddRaftVoterRequest) -> Result<(), Refusal> {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AddRaftVoterRequest = super::decode(&ctx, body)?;
     let mut resp = AddRaftVoterResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+        return super::respond(&ctx, &resp);
+    }
     if let Err((e, message)) = add(&b, &req).await {
         resp.error_code = e.code();
         resp.error_message = Some(StrBytes::from_string(message));

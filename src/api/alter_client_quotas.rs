@@ -6,7 +6,8 @@
 //! and values), and fails alone with INVALID_REQUEST and Kafka's message; the changes of the
 //! entries that pass are made together (one node: `sluice-metadata`; a cluster: metadata
 //! records, on every broker once this one has applied them). `validate_only` changes
-//! nothing. Removing a key that is not set is not an error.
+//! nothing. Removing a key that is not set is not an error. Without ALTER_CONFIGS on the
+//! cluster every entry fails with CLUSTER_AUTHORIZATION_FAILED and nothing changes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -80,6 +81,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let mut results: Vec<(Vec<(String, Option<String>)>, Result<bool, QuotaError>)> = Vec::new();
     let mut changes: Changes = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
+    let refused = ctx.cluster_error(&b, super::authz::Op::AlterConfigs);
     for entry in &req.entries {
         let pairs: Vec<(String, Option<String>)> = entry
             .entity
@@ -99,7 +101,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let shown = QuotaEntity(pairs.iter().cloned().collect());
         // Kafka 4.4 answers a key given twice for an entity as it answers the entity given
         // twice.
-        let outcome = if entity::duplicate_key(&ops).is_some() || !seen.insert(shown.clone()) {
+        let outcome = if refused.is_some() {
+            Ok(false)
+        } else if entity::duplicate_key(&ops).is_some() || !seen.insert(shown.clone()) {
             Err(QuotaError::InvalidRequest(format!(
                 "Ignoring duplicate entity {shown}"
             )))
@@ -136,6 +140,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 })
                 .collect();
             let err = match (&outcome, &applied) {
+                _ if refused.is_some() => Some((
+                    refused.unwrap_or_default(),
+                    super::authz::CLUSTER_DENIED_MESSAGE.to_string(),
+                )),
                 (Err(q), _) => Some((
                     ResponseError::InvalidRequest.code(),
                     q.message().to_string(),

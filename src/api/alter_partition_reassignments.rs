@@ -10,6 +10,9 @@
 //!   replica set is INVALID_REPLICATION_FACTOR;
 //! - a null target cancels: NO_REASSIGNMENT_IN_PROGRESS when none is.
 //!
+//! Without ALTER on the cluster nothing changes: CLUSTER_AUTHORIZATION_FAILED at the top and
+//! for every partition.
+//!
 //! In a cluster the active controller starts the reassignment (the replica set grows to the
 //! union of old and new; it shrinks to the target once the new replicas are in the ISR) and
 //! the answer waits until this broker's image shows the change. On one node the only valid
@@ -232,12 +235,24 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             })
         })
         .collect();
+    let refused = ctx.cluster_error(&b, super::authz::Op::Alter);
     let results = match b.cluster() {
+        _ if refused.is_some() => {
+            let msg = super::authz::CLUSTER_DENIED_MESSAGE.to_string();
+            let failure: Failure = (refused.unwrap_or_default(), Some(msg));
+            items.iter().map(|_| Err(failure.clone())).collect()
+        }
         Some(c) => cluster(c, &items, allow).await,
         None => items.iter().map(|i| single_node(&b, i, allow)).collect(),
     };
     let mut resp = AlterPartitionReassignmentsResponse::default();
     resp.error_message = None;
+    if let Some(code) = refused {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+    }
     if ctx.version >= 1 {
         resp.allow_replication_factor_change = req.allow_replication_factor_change;
     }

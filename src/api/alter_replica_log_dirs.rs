@@ -22,6 +22,8 @@
 //! reads (and DescribeLogDirs) wait for it; Kafka copies while appends continue and shows the
 //! copy as an `isFuture` entry meanwhile.
 //!
+//! Without ALTER on the cluster no replica moves: every partition is CLUSTER_AUTHORIZATION_FAILED.
+//!
 //! Version notes: v0 is gone in Kafka 4; v1 is v0 with throttling on the client side
 //! (KIP-219); v2 is flexible (KIP-482).
 
@@ -133,8 +135,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     }
     let mut resp = AlterReplicaLogDirsResponse::default();
     let mut topic_at: HashMap<String, usize> = HashMap::new();
+    let refused = ctx.cluster_error(&b, super::authz::Op::Alter);
     for ((topic, index), path) in asked {
-        let error_code = match check(&b, &topic, index, &path) {
+        let checked = match refused {
+            Some(code) => Err(code),
+            None => check(&b, &topic, index, &path),
+        };
+        let error_code = match checked {
             Ok((p, dest)) => {
                 if p.log_dir() != dest {
                     start_move(&b, p, dest);

@@ -12,6 +12,8 @@
 //!   image and committed as UserScramCredential / RemoveUserScramCredential records, so every
 //!   broker authenticates with them once it applies the entry; the answer waits until this
 //!   broker has.
+//! - Without ALTER on the cluster nothing changes: each named user once, sorted, with
+//!   CLUSTER_AUTHORIZATION_FAILED (Kafka's error response).
 
 use std::sync::Arc;
 
@@ -55,7 +57,20 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             salted_password: u.salted_password.to_vec(),
         })
         .collect();
+    let refused = ctx.cluster_error(&b, super::authz::Op::Alter);
     let results: Vec<UserResult> = match b.cluster() {
+        // Kafka's error response: each user named once, sorted.
+        _ if refused.is_some() => deletions
+            .iter()
+            .map(|d| d.user.clone())
+            .chain(upsertions.iter().map(|u| u.user.clone()))
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
+            .map(|u| {
+                let msg = super::authz::CLUSTER_DENIED_MESSAGE.to_string();
+                (u, refused.unwrap_or_default(), Some(msg))
+            })
+            .collect(),
         None => b.controller.alter_scram(&deletions, &upsertions).await,
         Some(c) => {
             let users: Vec<String> = deletions

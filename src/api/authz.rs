@@ -9,6 +9,9 @@ use crate::broker::Broker;
 pub use crate::security::acl::AclOperation as Op;
 use crate::security::acl::ResourceType;
 
+/// Kafka's message for CLUSTER_AUTHORIZATION_FAILED when a whole request is refused.
+pub const CLUSTER_DENIED_MESSAGE: &str = "Cluster authorization failed.";
+
 /// The authorized-operations value of a request that did not ask for them.
 pub const OPS_NOT_REQUESTED: i32 = i32::MIN;
 

@@ -5,7 +5,8 @@
 //! configured entities (exact name, the default entity, or any entity of a type; `strict`
 //! leaves out entities with types the filter does not name), each entity with its quotas.
 //! A bad filter is INVALID_REQUEST, an unknown entity type UNSUPPORTED_VERSION, with
-//! Kafka's messages and no entries.
+//! Kafka's messages and no entries. Without DESCRIBE_CONFIGS on the cluster:
+//! CLUSTER_AUTHORIZATION_FAILED and no entries.
 
 use std::sync::Arc;
 
@@ -39,6 +40,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         })
         .collect();
     let mut resp = DescribeClientQuotasResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::DescribeConfigs) {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+        resp.entries = None;
+        return super::respond(&ctx, &resp);
+    }
     match b.controller.client_quotas.describe(&components, req.strict) {
         Ok(found) => {
             resp.entries = Some(

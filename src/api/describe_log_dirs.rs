@@ -8,6 +8,8 @@
 //! every replica; otherwise the named partitions held here (unknown ones are left out, as
 //! Kafka does).
 //!
+//! Without DESCRIBE on the cluster: no results, and CLUSTER_AUTHORIZATION_FAILED from v3.
+//!
 //! Version notes: v1 is the oldest Kafka 4 serves; v2 is flexible; v3 adds the top-level
 //! error code; v4 the dir's total and usable bytes (KIP-827), from statvfs.
 
@@ -57,6 +59,14 @@ fn partition_entry(p: &Partition) -> DescribeLogDirsPartition {
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeLogDirsRequest = super::decode(&ctx, body)?;
+    // Without DESCRIBE on the cluster Kafka answers no log dirs (and, from v3, the error).
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Describe) {
+        let mut resp = DescribeLogDirsResponse::default();
+        if ctx.version >= 3 {
+            resp.error_code = code;
+        }
+        return super::respond(&ctx, &resp);
+    }
     // The replicas asked about, by topic name.
     let mut chosen: Vec<(Arc<str>, Arc<Partition>)> = Vec::new();
     match &req.topics {

@@ -19,6 +19,8 @@
 //! - The voters are the quorum's replicated membership, which AddRaftVoter and RemoveRaftVoter
 //!   change; a removed voter is listed among the observers.
 //!
+//! Without DESCRIBE on the cluster: CLUSTER_AUTHORIZATION_FAILED at the top, no topics.
+//!
 //! Version notes: v1 adds the last fetch and last caught-up timestamps (KIP-836); v2 adds
 //! error messages, replica directory ids and `nodes`, the voters' controller listener
 //! endpoints (KIP-853). On one node, which has no controller listener, `nodes` names the
@@ -163,6 +165,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: DescribeQuorumRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let mut resp = DescribeQuorumResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Describe) {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
     let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
         && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));
     if !valid {

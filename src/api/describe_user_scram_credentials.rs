@@ -7,6 +7,8 @@
 //!   metadata image: every user with a credential when none is named, else each named user
 //!   once, RESOURCE_NOT_FOUND for a user without credentials and DUPLICATE_RESOURCE for one
 //!   named twice, with Kafka's messages (`security::scram_store::describe`).
+//! - Without DESCRIBE on the cluster: CLUSTER_AUTHORIZATION_FAILED at the top and in one
+//!   result per named user, as Kafka's error response has it.
 
 use std::sync::Arc;
 
@@ -36,8 +38,25 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let users: Option<Vec<String>> = req
         .users
         .map(|u| u.into_iter().map(|n| n.name.to_string()).collect());
-    let current = b.controller.scram.all();
     let mut resp = DescribeUserScramCredentialsResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Describe) {
+        // Kafka's error response: the error at the top and once per named user (unnamed).
+        let msg = || {
+            Some(StrBytes::from_static_str(
+                super::authz::CLUSTER_DENIED_MESSAGE,
+            ))
+        };
+        resp.error_code = code;
+        resp.error_message = msg();
+        for _ in users.iter().flatten() {
+            let mut r = DescribeUserScramCredentialsResult::default();
+            r.error_code = code;
+            r.error_message = msg();
+            resp.results.push(r);
+        }
+        return super::respond(&ctx, &resp);
+    }
+    let current = b.controller.scram.all();
     for (user, found) in scram_store::describe(&current, users.as_deref()) {
         let mut r = DescribeUserScramCredentialsResult::default();
         r.user = StrBytes::from_string(user);

@@ -14,6 +14,9 @@
 //!   broker's image shows the new leaders. On one node the only replica always leads, so
 //!   every known partition is ELECTION_NOT_NEEDED, as on a Kafka node of one.
 //!
+//! - Without ALTER on the cluster nothing is elected: CLUSTER_AUTHORIZATION_FAILED at the top
+//!   (v1+) and for every named partition.
+//!
 //! Version notes: v1 adds the election type (KIP-460) and the top-level error code; v2 is
 //! flexible.
 
@@ -258,6 +261,14 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         PREFERRED
     };
     let wanted = wanted(&req);
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {
+        if ctx.version >= 1 {
+            resp.error_code = code;
+        }
+        let message = super::authz::CLUSTER_DENIED_MESSAGE;
+        resp.replica_election_results = all_failed(wanted, code, message);
+        return super::respond(&ctx, &resp);
+    }
     if election_type != PREFERRED && election_type != UNCLEAN {
         let message = format!("Unknown election type {election_type}");
         let code = ResponseError::InvalidRequest.code();

@@ -5,7 +5,8 @@
 //! replicas in the metadata image), with their full replica set and the replicas being added
 //! and removed. Null topics lists every such partition; otherwise the named partitions that
 //! have one, and unknown topics and partitions are left out, as Kafka's controller does. On
-//! one node no reassignment can be in progress: the list is empty.
+//! one node no reassignment can be in progress: the list is empty. Without DESCRIBE on the
+//! cluster: CLUSTER_AUTHORIZATION_FAILED and no topics.
 
 use std::sync::Arc;
 
@@ -65,6 +66,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: ListPartitionReassignmentsRequest = super::decode(&ctx, body)?;
     let mut resp = ListPartitionReassignmentsResponse::default();
     resp.error_message = None;
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Describe) {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+        return super::respond(&ctx, &resp);
+    }
     let Some(c) = b.cluster() else {
         return super::respond(&ctx, &resp);
     };

@@ -14,6 +14,8 @@
 //!   the remaining voters. VOTER_NOT_FOUND for an id that is not a voter, or a directory id
 //!   other than the voter's (`voters.rs`); INVALID_REQUEST for the last voter; REQUEST_TIMED_OUT while another change is pending or when the change does not
 //!   commit within `controller.quorum.request.timeout.ms`.
+//!
+//! Without ALTER on the cluster nothing changes: CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -53,6 +55,13 @@ async fn remove(b: &Broker, req: &RemoveRaftVoterRequest) -> Result<(), Refusal>
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: RemoveRaftVoterRequest = super::decode(&ctx, body)?;
     let mut resp = RemoveRaftVoterResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+        return super::respond(&ctx, &resp);
+    }
     if let Err((e, message)) = remove(&b, &req).await {
         resp.error_code = e.code();
         resp.error_message = Some(StrBytes::from_string(message));

@@ -3,7 +3,8 @@
 //! one the session expects (INVALID_SHARE_SESSION_EPOCH; 0 cannot acknowledge), or -1 to
 //! close the session after the acknowledgements, releasing what the member still holds.
 //! Each partition answers its outcome (INVALID_RECORD_STATE for records the member does
-//! not hold).
+//! not hold). Without READ on the group the request is GROUP_AUTHORIZATION_FAILED; a
+//! partition of a topic without READ is TOPIC_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -27,17 +28,21 @@ pub const SPEC: ApiSpec = ApiSpec {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ShareAcknowledgeRequest = super::decode(&ctx, body)?;
     let mut resp = ShareAcknowledgeResponse::default();
-    let (group, member) =
-        match super::share_fetch::session_ids(req.group_id.as_ref(), req.member_id.as_ref()) {
-            Ok(ids) => ids,
-            Err((code, message)) => {
-                resp.error_code = code;
-                if !message.is_empty() {
-                    resp.error_message = Some(message.to_string().into());
-                }
-                return super::respond(&ctx, &resp);
+    let (group, member) = match super::share_fetch::session_ids(
+        &b,
+        &ctx,
+        req.group_id.as_ref(),
+        req.member_id.as_ref(),
+    ) {
+        Ok(ids) => ids,
+        Err((code, message)) => {
+            resp.error_code = code;
+            if !message.is_empty() {
+                resp.error_message = Some(message.to_string().into());
             }
-        };
+            return super::respond(&ctx, &resp);
+        }
+    };
     let closed = match b
         .share
         .acknowledge_session(&group, &member, req.share_session_epoch)
@@ -58,7 +63,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .map(|a| (a.first_offset, a.last_offset, a.acknowledge_types))
                 .collect();
             let tp = (t.topic_id, p.partition_index);
-            let (code, message) = super::share_fetch::acknowledge(&b, &group, &member, tp, batches);
+            let (code, message) =
+                super::share_fetch::acknowledge(&b, &ctx, &group, &member, tp, batches);
             let mut pd = PartitionData::default();
             pd.partition_index = p.partition_index;
             pd.error_code = code;

@@ -14,6 +14,8 @@
 //!   max_records in all, at most max_bytes read) come with the whole batches holding them and
 //!   their AcquiredRecords ranges and delivery counts; nothing acquirable waits up to
 //!   max_wait_ms for an append, a release or an expired lock;
+//! - without READ on the group the request is GROUP_AUTHORIZATION_FAILED; a partition of a
+//!   topic without READ is TOPIC_AUTHORIZATION_FAILED (its fetch and its acknowledgements);
 //! - a full session's answer lists every partition, a carried-on one those with records,
 //!   errors or acknowledgement outcomes.
 
@@ -56,9 +58,19 @@ pub fn ack_code(r: Result<(), AckError>) -> (i16, Option<StrBytes>) {
     }
 }
 
-/// Acknowledgements of one partition: the member's records there, or the partition's error.
+/// Whether the principal may not READ the topic with id `id` (an unknown id is not refused
+/// here: it answers UNKNOWN_TOPIC_ID).
+fn read_denied(b: &Broker, ctx: &RequestCtx, id: &Uuid) -> bool {
+    b.controller
+        .topic_by_id(id)
+        .is_some_and(|t| !ctx.may_topic(b, super::authz::Op::Read, &t.name))
+}
+
+/// Acknowledgements of one partition: the member's records there, or the partition's error
+/// (TOPIC_AUTHORIZATION_FAILED without READ on the topic).
 pub fn acknowledge(
     b: &Broker,
+    ctx: &RequestCtx,
     group: &str,
     member: &str,
     tp: TopicPartition,
@@ -67,6 +79,9 @@ pub fn acknowledge(
     let Some(t) = b.controller.topic_by_id(&tp.0) else {
         return (ResponseError::UnknownTopicId.code(), None);
     };
+    if read_denied(b, ctx, &tp.0) {
+        return (super::authz::topic_denied(), None);
+    }
     if t.partition(tp.1).is_none_or(|p| !p.is_leader()) {
         return (ResponseError::NotLeaderOrFollower.code(), None);
     }
@@ -102,9 +117,11 @@ fn partition_data(b: &Broker, tp: TopicPartition) -> PartitionData {
 pub const INVALID_MEMBER_ID: &str = "Invalid member id in the request.";
 
 /// The group and member a share request names: INVALID_REQUEST ("Invalid member id in the
-/// request.") for a member id missing, empty or over 36 characters, INVALID_GROUP_ID
-/// without a group.
+/// request.") for a member id missing, empty or over 36 characters, GROUP_AUTHORIZATION_FAILED
+/// without READ on the group, INVALID_GROUP_ID without a group.
 pub fn session_ids(
+    b: &Broker,
+    ctx: &RequestCtx,
     group: Option<&kafka_protocol::messages::GroupId>,
     member: Option<&StrBytes>,
 ) -> Result<(String, String), (i16, &'static str)> {
@@ -113,14 +130,18 @@ pub fn session_ids(
     if member.is_empty() || member.chars().count() > 36 {
         return Err((ResponseError::InvalidRequest.code(), INVALID_MEMBER_ID));
     }
+    if let Some(code) = ctx.group_error(b, super::authz::Op::Read, &group) {
+        return Err((code, ""));
+    }
     if group.is_empty() {
         return Err((ResponseError::InvalidGroupId.code(), ""));
     }
     Ok((group, member))
 }
 
-async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
-    let (group, member) = match session_ids(req.group_id.as_ref(), req.member_id.as_ref()) {
+async fn answer(b: &Broker, ctx: &RequestCtx, req: ShareFetchRequest) -> ShareFetchResponse {
+    let ids = session_ids(b, ctx, req.group_id.as_ref(), req.member_id.as_ref());
+    let (group, member) = match ids {
         Ok(ids) => ids,
         Err((code, message)) => return top_error(code, message),
     };
@@ -160,7 +181,7 @@ async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
     };
     let mut out: BTreeMap<Uuid, BTreeMap<i32, PartitionData>> = BTreeMap::new();
     for (tp, batches) in acks {
-        let (code, message) = acknowledge(b, &group, &member, tp, batches);
+        let (code, message) = acknowledge(b, ctx, &group, &member, tp, batches);
         let pd = out
             .entry(tp.0)
             .or_default()
@@ -187,7 +208,7 @@ async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
                 .or_insert_with(|| partition_data(b, tp));
         }
     }
-    fetch(b, &group, &member, &req, &partitions, &mut out).await;
+    fetch(b, ctx, &group, &member, &req, &partitions, &mut out).await;
     let mut resp = ShareFetchResponse::default();
     resp.acquisition_lock_timeout_ms = b.share.config().record_lock_duration_ms(&group) as i32;
     for (topic_id, parts) in out {
@@ -202,6 +223,7 @@ async fn answer(b: &Broker, req: ShareFetchRequest) -> ShareFetchResponse {
 /// Acquires records of `partitions` for the member, waiting up to max_wait_ms for some.
 async fn fetch(
     b: &Broker,
+    ctx: &RequestCtx,
     group: &str,
     member: &str,
     req: &ShareFetchRequest,
@@ -234,6 +256,7 @@ async fn fetch(
             let error = match &part {
                 None => Some(ResponseError::UnknownTopicId.code()),
                 Some(None) => Some(ResponseError::UnknownTopicOrPartition.code()),
+                Some(Some(_)) if read_denied(b, ctx, &tp.0) => Some(super::authz::topic_denied()),
                 Some(Some(p)) if !p.is_leader() => Some(ResponseError::NotLeaderOrFollower.code()),
                 _ => None,
             };
@@ -319,6 +342,6 @@ async fn fetch(
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ShareFetchRequest = super::decode(&ctx, body)?;
-    let resp = answer(&b, req).await;
+    let resp = answer(&b, &ctx, req).await;
     super::respond(&ctx, &resp)
 }

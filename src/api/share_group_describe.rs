@@ -1,7 +1,9 @@
 //! ShareGroupDescribe (key 77), version 1 (KIP-932): each share group's state (Empty or
 //! Stable), group and assignment epochs, the assignor (`simple`) and its members with their
 //! subscriptions and assignments. An unknown id is GROUP_ID_NOT_FOUND ("Group g not found."),
-//! a classic group's "Group g is not a share group.", as Kafka answers.
+//! a classic group's "Group g is not a share group.", as Kafka answers. A group the caller
+//! may not DESCRIBE is GROUP_AUTHORIZATION_FAILED; `authorized_operations` is the caller's
+//! operations on the group when asked for.
 
 use std::sync::Arc;
 
@@ -18,6 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
+use crate::security::acl::ResourceType;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ShareGroupDescribe,
@@ -26,13 +29,14 @@ pub const SPEC: ApiSpec = ApiSpec {
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
 
-/// Kafka's value for "authorized operations not asked for" (Sluice has no ACLs to report).
-const OPERATIONS_NOT_ASKED: i32 = i32::MIN;
-
-async fn describe(b: &Broker, group_id: &str) -> DescribedGroup {
+async fn describe(b: &Broker, ctx: &RequestCtx, ops: bool, group_id: &str) -> DescribedGroup {
     let mut d = DescribedGroup::default();
     d.group_id = StrBytes::from_string(group_id.to_string()).into();
-    d.authorized_operations = OPERATIONS_NOT_ASKED;
+    d.authorized_operations = super::authz::OPS_NOT_REQUESTED;
+    if let Some(code) = ctx.group_error(b, super::authz::Op::Describe, group_id) {
+        d.error_code = code;
+        return d;
+    }
     if let Err(code) = b.groups.serves(group_id) {
         d.error_code = code;
         return d;
@@ -51,6 +55,7 @@ async fn describe(b: &Broker, group_id: &str) -> DescribedGroup {
     d.group_epoch = g.group_epoch;
     d.assignment_epoch = g.assignment_epoch;
     d.assignor_name = StrBytes::from_static_str("simple");
+    d.authorized_operations = ctx.ops_if(b, ops, ResourceType::Group, group_id);
     for m in g.members.values() {
         let mut out = Member::default();
         out.member_id = StrBytes::from_string(m.member_id.clone());
@@ -86,7 +91,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: ShareGroupDescribeRequest = super::decode(&ctx, body)?;
     let mut resp = ShareGroupDescribeResponse::default();
     for g in &req.group_ids {
-        resp.groups.push(describe(&b, g.0.as_str()).await);
+        let ops = req.include_authorized_operations;
+        resp.groups
+            .push(describe(&b, &ctx, ops, g.0.as_str()).await);
     }
     super::respond(&ctx, &resp)
 }

@@ -3,6 +3,8 @@
 //! its epoch, the heartbeat interval (`group.share.heartbeat.interval.ms`) and, when it
 //! changed, its assignment. Members send their own member id (a UUID). A group id in use by
 //! a classic group is GROUP_ID_NOT_FOUND ("Group g is not a share group."), as Kafka answers.
+//! Without READ on the group: GROUP_AUTHORIZATION_FAILED; a subscription naming a topic the
+//! member may not DESCRIBE: TOPIC_AUTHORIZATION_FAILED (Kafka's checks, in that order).
 
 use std::sync::Arc;
 
@@ -40,6 +42,17 @@ async fn answer(
     req: ShareGroupHeartbeatRequest,
 ) -> ShareGroupHeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    if let Some(code) = ctx.group_error(b, super::authz::Op::Read, &group_id) {
+        return refuse(code, None);
+    }
+    // A member may only subscribe to topics it may describe.
+    let subscribed = req.subscribed_topic_names.iter().flatten();
+    if subscribed
+        .into_iter()
+        .any(|t| !ctx.may_topic(b, super::authz::Op::Describe, t.0.as_str()))
+    {
+        return refuse(super::authz::topic_denied(), None);
+    }
     if let Err(code) = b.groups.serves(&group_id) {
         return refuse(code, None);
     }

@@ -8,6 +8,12 @@
 //!   (NON_EMPTY_GROUP).
 //! - DeleteShareGroupOffsets (key 92): the named topics' share partitions are forgotten (the
 //!   next fetch starts them at `share.auto.offset.reset`); only while the group is empty.
+//!
+//! Authorization, as Kafka's: Describe needs DESCRIBE on the group (else the group's
+//! GROUP_AUTHORIZATION_FAILED) and on each topic (else its partitions'
+//! TOPIC_AUTHORIZATION_FAILED; unnamed topics the caller may not describe are left out);
+//! Alter needs READ on the group (top-level error) and READ on each topic (its partitions'
+//! error); Delete needs DELETE on the group (top-level) and READ on each topic (the topic's).
 
 use std::sync::Arc;
 
@@ -28,6 +34,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
@@ -99,6 +106,11 @@ async fn describe(
         let id = g.group_id.0.to_string();
         let mut out = DescribeShareGroupOffsetsResponseGroup::default();
         out.group_id = g.group_id;
+        if let Some(code) = ctx.group_error(&b, Op::Describe, &id) {
+            out.error_code = code;
+            resp.groups.push(out);
+            continue;
+        }
         if let Err(code) = b.groups.serves(&id) {
             out.error_code = code;
             resp.groups.push(out);
@@ -120,6 +132,10 @@ async fn describe(
                     let Some(t) = b.controller.topic_by_id(tid) else {
                         continue;
                     };
+                    // All of the group's partitions: those of the topics the caller may see.
+                    if !ctx.may_topic(&b, Op::Describe, &t.name) {
+                        continue;
+                    }
                     match by_topic.iter_mut().find(|(n, _)| **n == *t.name) {
                         Some((_, ps)) => ps.push(*p),
                         None => by_topic.push((t.name.to_string(), vec![*p])),
@@ -133,6 +149,17 @@ async fn describe(
             t.topic_name = TopicName(StrBytes::from_string(name.clone()));
             let info = b.controller.topic(&name);
             t.topic_id = info.as_ref().map(|i| i.id).unwrap_or_default();
+            if !ctx.may_topic(&b, Op::Describe, &name) {
+                t.topic_id = Default::default();
+                for p in partitions {
+                    let mut po = partition_out(&b, &name, p, -1);
+                    po.leader_epoch = -1;
+                    po.error_code = super::authz::topic_denied();
+                    t.partitions.push(po);
+                }
+                out.topics.push(t);
+                continue;
+            }
             for p in partitions {
                 let mut po = match &info {
                     Some(i) => {
@@ -167,6 +194,10 @@ async fn alter(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
     let req: AlterShareGroupOffsetsRequest = super::decode(&ctx, body)?;
     let id = req.group_id.0.to_string();
     let mut resp = AlterShareGroupOffsetsResponse::default();
+    if let Some(code) = ctx.group_error(&b, Op::Read, &id) {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
     if let Err(e) = share_group(&b, &id) {
         (resp.error_code, resp.error_message) = e;
         return super::respond(&ctx, &resp);
@@ -175,11 +206,13 @@ async fn alter(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
         let info = b.controller.topic(t.topic_name.0.as_str());
         let mut out = AlterShareGroupOffsetsResponseTopic::default();
         out.topic_id = info.as_ref().map(|i| i.id).unwrap_or_default();
+        let denied = !ctx.may_topic(&b, Op::Read, t.topic_name.0.as_str());
         out.topic_name = t.topic_name;
         for p in t.partitions {
             let mut po = AlterShareGroupOffsetsResponsePartition::default();
             po.partition_index = p.partition_index;
             po.error_code = match &info {
+                _ if denied => super::authz::topic_denied(),
                 Some(i)
                     if p.partition_index >= 0
                         && (p.partition_index as usize) < i.partition_count =>
@@ -204,6 +237,10 @@ async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let req: DeleteShareGroupOffsetsRequest = super::decode(&ctx, body)?;
     let id = req.group_id.0.to_string();
     let mut resp = DeleteShareGroupOffsetsResponse::default();
+    if let Some(code) = ctx.group_error(&b, Op::Delete, &id) {
+        resp.error_code = code;
+        return super::respond(&ctx, &resp);
+    }
     if let Err(e) = share_group(&b, &id) {
         (resp.error_code, resp.error_message) = e;
         return super::respond(&ctx, &resp);
@@ -212,8 +249,10 @@ async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let info = b.controller.topic(t.topic_name.0.as_str());
         let mut out = DeleteShareGroupOffsetsResponseTopic::default();
         out.topic_id = info.as_ref().map(|i| i.id).unwrap_or_default();
+        let denied = !ctx.may_topic(&b, Op::Read, t.topic_name.0.as_str());
         out.topic_name = t.topic_name;
         match &info {
+            _ if denied => out.error_code = super::authz::topic_denied(),
             None => out.error_code = ResponseError::UnknownTopicOrPartition.code(),
             Some(i) => {
                 for p in 0..i.partition_count as i32 {

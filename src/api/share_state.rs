@@ -15,6 +15,8 @@
 //! results; an uninitialized share partition refuses reads and writes (INVALID_REQUEST); a
 //! topic id or partition the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION; a share
 //! partition whose `__share_group_state` partition another broker leads is NOT_COORDINATOR.
+//! Brokers call them: without CLUSTER_ACTION on the cluster every partition named is
+//! CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -120,9 +122,11 @@ fn batches_in(list: impl IntoIterator<Item = (i64, i64, i8, i16)>) -> Vec<Batch>
 
 /// Runs `op` on every share partition of `topics` (each named by `index`) that the cluster
 /// knows, in order; the outcome by topic and partition. An empty group id is answered with
-/// no results, as Kafka does.
+/// no results, as Kafka does. Without CLUSTER_ACTION on the cluster nothing runs and every
+/// named partition is CLUSTER_AUTHORIZATION_FAILED (Kafka's error response).
 async fn each<P, O, F, Fut>(
     b: &Broker,
+    ctx: &RequestCtx,
     group: &str,
     topics: Vec<(Uuid, Vec<P>)>,
     index: fn(&P) -> i32,
@@ -133,6 +137,16 @@ where
     Fut: std::future::Future<Output = Result<O, Refusal>>,
 {
     let mut out = Vec::new();
+    if let Some(code) = ctx.cluster_error(b, super::authz::Op::ClusterAction) {
+        let refusal = || Refusal {
+            code,
+            message: super::authz::CLUSTER_DENIED_MESSAGE.to_string(),
+        };
+        return topics
+            .into_iter()
+            .map(|(t, ps)| (t, ps.iter().map(|p| (index(p), Err(refusal()))).collect()))
+            .collect();
+    }
     if group.is_empty() {
         return out;
     }
@@ -173,6 +187,7 @@ async fn initialize(
         .collect();
     let done = each(
         &b,
+        &ctx,
         &req.group_id,
         topics,
         |p| p.partition,
@@ -208,6 +223,7 @@ async fn read_state(
         .collect();
     let done = each(
         &b,
+        &ctx,
         &req.group_id,
         topics,
         |p| p.partition,
@@ -262,6 +278,7 @@ async fn write(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
         .collect();
     let done = each(
         &b,
+        &ctx,
         &req.group_id,
         topics,
         |p| p.partition,
@@ -308,6 +325,7 @@ async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .collect();
     let done = each(
         &b,
+        &ctx,
         &req.group_id,
         topics,
         |p| p.partition,
@@ -343,6 +361,7 @@ async fn read_summary(
         .collect();
     let done = each(
         &b,
+        &ctx,
         &req.group_id,
         topics,
         |p| p.partition,

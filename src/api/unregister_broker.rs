@@ -8,6 +8,8 @@
 //! once this broker has applied the change. On one node the only registered broker is this
 //! one: unregistering it succeeds (it is registered again at once, as Kafka's combined node
 //! re-registers), any other id is BROKER_ID_NOT_REGISTERED.
+//!
+//! Without ALTER on the cluster nothing changes: CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -71,6 +73,13 @@ async fn unregister(b: &Broker, id: i32) -> Result<(), (i16, String)> {
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: UnregisterBrokerRequest = super::decode(&ctx, body)?;
     let mut resp = UnregisterBrokerResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+        return super::respond(&ctx, &resp);
+    }
     if let Err((code, message)) = unregister(&b, req.broker_id.0).await {
         resp.error_code = code;
         resp.error_message = Some(StrBytes::from_string(message));

@@ -10,6 +10,8 @@
 //! through the active controller, answered once this broker has applied it. ApiVersions shows
 //! the new finalized levels with a higher epoch.
 //!
+//! Without ALTER on the cluster nothing changes: CLUSTER_AUTHORIZATION_FAILED.
+//!
 //! Version notes: v0 has `allow_downgrade` (a safe downgrade when set); v1 the upgrade type
 //! (KIP-778) and `validate_only`; v2 answers without per-feature results.
 
@@ -127,6 +129,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let ups = updates(&req, v);
     let validate_only = v >= 1 && req.validate_only;
     let mut resp = UpdateFeaturesResponse::default();
+    if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {
+        resp.error_code = code;
+        resp.error_message = Some(StrBytes::from_static_str(
+            super::authz::CLUSTER_DENIED_MESSAGE,
+        ));
+        return super::respond(&ctx, &resp);
+    }
     match update(&b, ups.clone(), validate_only).await {
         Err(Failure::Refused(e)) => {
             resp.error_code = ResponseError::InvalidUpdateVersion.code();
