@@ -42,6 +42,8 @@ pub struct Broker {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The ACL authorizer when `authorizer.class.name` is set; None allows everything.
     pub authorizer: Option<crate::security::acl::Authorizer>,
+    /// Incremental fetch sessions (KIP-227) of consumers and followers.
+    pub fetch_sessions: std::sync::Mutex<crate::api::fetch::SessionCache>,
 }
 
 impl Broker {
@@ -82,6 +84,7 @@ impl Broker {
                 window_ms: config.quota_window_size_seconds * 1000,
             },
         );
+        let fetch_session_slots = config.max_incremental_fetch_session_cache_slots;
         let broker = Arc::new_cyclic(|me| {
             let log = Arc::new(store::TopicLog::new(me.clone()));
             let share_states = Arc::new(crate::share::state::ShareStates::new(
@@ -109,6 +112,9 @@ impl Broker {
                 quotas,
                 metrics,
                 authorizer,
+                fetch_sessions: std::sync::Mutex::new(crate::api::fetch::SessionCache::new(
+                    fetch_session_slots,
+                )),
             }
         });
         let me = Arc::downgrade(&broker);

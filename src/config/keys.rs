@@ -210,6 +210,7 @@ pub const ACTED: &[&str] = &[
     "log.roll.hours",
     "log.roll.ms",
     "log.segment.bytes",
+    "max.incremental.fetch.session.cache.slots",
     "max.request.partition.size.limit",
     "message.max.bytes",
     "metadata.log.dir",

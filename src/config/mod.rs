@@ -92,6 +92,8 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     /// `quota.window.num` and `quota.window.size.seconds`: the client quotas' rate windows.
     pub quota_window_num: usize,
+    /// `max.incremental.fetch.session.cache.slots`: the fetch sessions the broker keeps.
+    pub max_incremental_fetch_session_cache_slots: usize,
     pub quota_window_size_seconds: u64,
     pub min_insync_replicas: i32,
     pub offsets_topic_num_partitions: i32,
@@ -659,6 +661,8 @@ impl BrokerConfig {
                 .num_at_least("max.request.partition.size.limit", 1)?,
             socket_request_max_bytes: p.num_at_least("socket.request.max.bytes", 1)?,
             quota_window_num: p.num_at_least("quota.window.num", 1)?,
+            max_incremental_fetch_session_cache_slots: p
+                .num_at_least("max.incremental.fetch.session.cache.slots", 0)?,
             quota_window_size_seconds: p.num_at_least("quota.window.size.seconds", 1)?,
             min_insync_replicas: p.num_at_least("min.insync.replicas", 1)?,
             offsets_topic_num_partitions: p.num_at_least("offsets.topic.num.partitions", 1)?,

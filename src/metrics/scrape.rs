@@ -133,6 +133,8 @@ struct Scrape {
     global_partitions: u64,
     isr_shrinks: u64,
     isr_expands: u64,
+    /// Fetch sessions held, the partitions they hold, and sessions evicted.
+    fetch_sessions: (usize, usize, u64),
     /// (group type: "classic" or "consumer", Kafka's name of its state) of every group
     /// coordinated here.
     groups: Vec<(&'static str, &'static str)>,
@@ -249,6 +251,10 @@ async fn gather(b: &Arc<Broker>) -> Scrape {
         global_partitions,
         isr_shrinks: super::ISR_SHRINKS.load(Ordering::Relaxed),
         isr_expands: super::ISR_EXPANDS.load(Ordering::Relaxed),
+        fetch_sessions: {
+            let cache = b.fetch_sessions.lock().unwrap();
+            (cache.len(), cache.partitions_cached(), cache.evictions())
+        },
         groups,
         lag,
         throttle: b.quotas.throttle_times(),
@@ -460,7 +466,7 @@ impl Collector for Scrape {
         }
         let count =
             |f: fn(&PartitionRow) -> bool| self.partitions.iter().filter(|p| f(p)).count() as i64;
-        let single: [(&str, &str, i64); 7] = [
+        let single: [(&str, &str, i64); 9] = [
             (
                 "kafka_server_replicamanager_partitioncount",
                 "Partition replicas on this broker (ReplicaManager PartitionCount).",
@@ -496,11 +502,21 @@ impl Collector for Scrape {
                 "Partitions, on the active controller (KafkaController GlobalPartitionCount).",
                 self.global_partitions as i64,
             ),
+            (
+                "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                "Incremental fetch sessions held (FetchSessionCache NumIncrementalFetchSessions).",
+                self.fetch_sessions.0 as i64,
+            ),
+            (
+                "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                "Partitions held by the fetch sessions (FetchSessionCache NumIncrementalFetchPartitionsCached).",
+                self.fetch_sessions.1 as i64,
+            ),
         ];
         for (name, help, v) in single {
             gauges(e, name, help, one(v))?;
         }
-        let isr: [(&str, &str, u64); 2] = [
+        let events: [(&str, &str, u64); 3] = [
             (
                 "kafka_server_replicamanager_isrshrinks",
                 "ISR shrinks of partitions led here (ReplicaManager IsrShrinksPerSec).",
@@ -511,8 +527,13 @@ impl Collector for Scrape {
                 "ISR expansions of partitions led here (ReplicaManager IsrExpandsPerSec).",
                 self.isr_expands,
             ),
+            (
+                "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                "Fetch sessions evicted for others (FetchSessionCache IncrementalFetchSessionEvictionsPerSec).",
+                self.fetch_sessions.2,
+            ),
         ];
-        for (name, help, v) in isr {
+        for (name, help, v) in events {
             counters(e, name, help, [(Vec::new(), v)])?;
         }
         // Kafka 4's group coordinator metrics (`group-coordinator-metrics`).

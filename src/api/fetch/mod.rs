@@ -11,8 +11,9 @@
 //! Every answer carries the partition's last stable offset. Waits up to max_wait_ms for
 //! min_bytes to accumulate, woken by appends. OFFSET_OUT_OF_RANGE outside
 //! [log start, log end]. From v13 topics are named by id (UNKNOWN_TOPIC_ID for an unknown id).
-//! Fetch sessions (KIP-227) are declined: session_id 0 makes every fetch a full one, which
-//! clients accept; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+//! Fetch sessions (KIP-227, from v7; [`sessions`]): a full fetch with epoch 0 opens a session
+//! whose id the answer carries; an incremental fetch names it with the next epoch, changes
+//! only the partitions it lists, and gets only the partitions with something new.
 //!
 //! A fetch from a replica (replica_id >= 0 up to v14, replica_state.replica_id from v15) is a
 //! follower's, served as Kafka's `Partition.fetchRecords` does: this broker must lead at the
@@ -26,6 +27,10 @@
 //!
 //! The response is encoded here by hand, so that each partition's records are a file region
 //! sent with sendfile (see `net::response`).
+
+mod sessions;
+
+pub use sessions::SessionCache;
 
 use std::fs::File;
 use std::sync::Arc;
@@ -45,6 +50,7 @@ use crate::broker::{Broker, now_ms};
 use crate::cluster::Partition;
 use crate::cluster::partition::FollowerFetch;
 use crate::net::response::{FrameBuf, Response};
+use sessions::{Answered, FetchParams, PartitionKey, Plan, TopicKey};
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::Fetch,
@@ -278,18 +284,43 @@ struct Wanted {
     follower_read: bool,
 }
 
+/// How the answer relates to a fetch session.
+enum SessionUse {
+    None,
+    Create,
+    Incremental(i32),
+}
+
+/// The partitions a fetch lists, keyed as its version names topics.
+fn requested(req: &FetchRequest, v: i16) -> Vec<(PartitionKey, FetchParams)> {
+    let mut out = Vec::new();
+    for ft in &req.topics {
+        let topic = topic_key(v, ft.topic.0.as_str(), ft.topic_id);
+        for fp in &ft.partitions {
+            let params = FetchParams {
+                fetch_offset: fp.fetch_offset,
+                max_bytes: fp.partition_max_bytes,
+                current_leader_epoch: if v >= 9 { fp.current_leader_epoch } else { -1 },
+                last_fetched_epoch: if v >= 12 { fp.last_fetched_epoch } else { -1 },
+                log_start_offset: if v >= 5 { fp.log_start_offset } else { -1 },
+            };
+            out.push(((topic.clone(), fp.partition), params));
+        }
+    }
+    out
+}
+
+fn topic_key(v: i16, name: &str, id: uuid::Uuid) -> TopicKey {
+    if v >= 13 {
+        TopicKey::Id(id)
+    } else {
+        TopicKey::Name(name.into())
+    }
+}
+
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: FetchRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
-    if req.session_id != 0 {
-        return Ok(Some(encode_response(
-            &ctx,
-            ResponseError::FetchSessionIdNotFound.code(),
-            0,
-            &[],
-            &[],
-        )?));
-    }
     let replica_id = if v >= 15 {
         req.replica_state.replica_id.0
     } else {
@@ -297,54 +328,89 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     };
     // Negative ids are consumers (-1), Kafka's debugging consumer (-2) and so on.
     let replica = (replica_id >= 0).then_some(replica_id);
+    let (session_id, epoch) = if v >= 7 {
+        (req.session_id, req.session_epoch)
+    } else {
+        (sessions::INVALID_SESSION_ID, sessions::FINAL_EPOCH)
+    };
+    let forgotten: Vec<PartitionKey> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|f| {
+            let topic = topic_key(v, f.topic.0.as_str(), f.topic_id);
+            f.partitions.iter().map(move |p| (topic.clone(), *p))
+        })
+        .collect();
+    let plan = b.fetch_sessions.lock().unwrap().plan(
+        session_id,
+        epoch,
+        v >= 13,
+        requested(&req, v),
+        &forgotten,
+        now_ms().max(0) as u64,
+    );
+    let (list, session) = match plan {
+        Plan::Error(code) => {
+            b.metrics.errors(ctx.api_key as i16, [code]);
+            return Ok(Some(encode_response(&ctx, code, 0, &[], &[])?));
+        }
+        Plan::Sessionless(list) => (list, SessionUse::None),
+        Plan::Full(list) => (list, SessionUse::Create),
+        Plan::Incremental { id, partitions } => (partitions, SessionUse::Incremental(id)),
+    };
     // Followers need CLUSTER_ACTION, consumers READ on each topic (after an unknown topic id).
     let follower_denied =
         replica.is_some() && !ctx.authorize_cluster(&b, super::authz::Op::ClusterAction);
     let mut topics: Vec<TopicOut> = Vec::new();
     let mut wanted: Vec<Wanted> = Vec::new();
-    for ft in req.topics {
-        let (topic, unknown) = if v >= 13 {
-            (
-                b.controller.topic_by_id(&ft.topic_id),
-                ResponseError::UnknownTopicId.code(),
-            )
-        } else {
-            (
-                b.controller.topic(ft.topic.0.as_str()),
-                ResponseError::UnknownTopicOrPartition.code(),
-            )
-        };
-        topics.push(TopicOut {
-            name: ft.topic.0.to_string(),
-            id: ft.topic_id,
-            partitions: Vec::with_capacity(ft.partitions.len()),
-        });
-        let name = topic
-            .as_ref()
-            .map_or(ft.topic.0.as_str(), |t| t.name.as_ref());
-        let denied = follower_denied
-            || ((v < 13 || topic.is_some())
-                && replica.is_none()
-                && !ctx.may_topic(&b, super::authz::Op::Read, name));
-        for fp in ft.partitions {
-            let partition = match &topic {
-                _ if denied => Err(super::authz::topic_denied()),
-                Some(t) => super::local_partition(t, fp.partition).cloned(),
-                None => Err(unknown),
+    let mut last: Option<(TopicKey, Option<Arc<crate::cluster::TopicInfo>>, bool)> = None;
+    for ((topic_key, index), params) in &list {
+        if last.as_ref().is_none_or(|(k, _, _)| k != topic_key) {
+            let topic = match topic_key {
+                TopicKey::Id(id) => b.controller.topic_by_id(id),
+                TopicKey::Name(name) => b.controller.topic(name),
             };
-            wanted.push(Wanted {
-                topic: topics.len() - 1,
-                index: fp.partition,
-                partition,
-                fetch_offset: fp.fetch_offset,
-                max_bytes: fp.partition_max_bytes.max(0) as usize,
-                current_leader_epoch: if v >= 9 { fp.current_leader_epoch } else { -1 },
-                last_fetched_epoch: if v >= 12 { fp.last_fetched_epoch } else { -1 },
-                log_start_offset: if v >= 5 { fp.log_start_offset } else { -1 },
-                preferred_read_replica: -1,
-                follower_read: false,
+            let (name, id) = match (topic_key, &topic) {
+                (_, Some(t)) => (t.name.to_string(), t.id),
+                (TopicKey::Name(n), None) => (n.to_string(), uuid::Uuid::nil()),
+                (TopicKey::Id(id), None) => (String::new(), *id),
+            };
+            let denied = follower_denied
+                || ((v < 13 || topic.is_some())
+                    && replica.is_none()
+                    && !ctx.may_topic(&b, super::authz::Op::Read, &name));
+            topics.push(TopicOut {
+                name,
+                id,
+                partitions: Vec::new(),
             });
+            last = Some((topic_key.clone(), topic, denied));
         }
+        let Some((_, topic, denied)) = &last else {
+            unreachable!()
+        };
+        let unknown = if v >= 13 {
+            ResponseError::UnknownTopicId.code()
+        } else {
+            ResponseError::UnknownTopicOrPartition.code()
+        };
+        let partition = match topic {
+            _ if *denied => Err(super::authz::topic_denied()),
+            Some(t) => super::local_partition(t, *index).cloned(),
+            None => Err(unknown),
+        };
+        wanted.push(Wanted {
+            topic: topics.len() - 1,
+            index: *index,
+            partition,
+            fetch_offset: params.fetch_offset,
+            max_bytes: params.max_bytes.max(0) as usize,
+            current_leader_epoch: params.current_leader_epoch,
+            last_fetched_epoch: params.last_fetched_epoch,
+            log_start_offset: params.log_start_offset,
+            preferred_read_replica: -1,
+            follower_read: false,
+        });
     }
     if replica.is_none()
         && v >= 11
@@ -370,21 +436,54 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         let (outs, bytes, errors) = read_all(&wanted, max_bytes, fetcher);
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline;
         if done {
+            let answered = || {
+                list.iter().zip(&outs).map(|((key, params), out)| {
+                    let a = Answered {
+                        has_records: out.records.is_some(),
+                        high_watermark: out.high_watermark,
+                        log_start_offset: out.log_start_offset,
+                        error: out.error_code != 0,
+                        diverging: out.diverging_epoch.is_some(),
+                        preferred_read_replica: out.preferred_read_replica >= 0,
+                    };
+                    (key.clone(), *params, a)
+                })
+            };
+            let (session_id, keep) = match session {
+                SessionUse::None => (0, None),
+                SessionUse::Create => {
+                    let answered = answered().collect();
+                    let mut cache = b.fetch_sessions.lock().unwrap();
+                    let id =
+                        cache.create(now_ms().max(0) as u64, replica.is_some(), v >= 13, answered);
+                    (id, None)
+                }
+                SessionUse::Incremental(id) => {
+                    let answered: Vec<_> = answered().map(|(k, _, a)| (k, a)).collect();
+                    let keep = b.fetch_sessions.lock().unwrap().respond(id, &answered);
+                    (id, Some(keep))
+                }
+            };
             for t in &mut topics {
                 t.partitions.clear();
             }
             let mut fetched = Vec::new();
-            for (w, out) in wanted.iter().zip(outs) {
+            for (i, (w, out)) in wanted.iter().zip(outs).enumerate() {
+                if keep.as_ref().is_some_and(|k| !k[i]) {
+                    continue;
+                }
                 if let (None, Ok(p), Some((_, _, len))) = (replica, &w.partition, &out.records) {
                     fetched.push((p, *len as u64));
                 }
                 topics[w.topic].partitions.push(out);
             }
+            // Topics left without partitions are not sent.
+            topics.retain(|t| !t.partitions.is_empty());
             let codes = topics.iter().flat_map(|t| &t.partitions);
             let codes = std::iter::once(0).chain(codes.map(|p| p.error_code));
             b.metrics.errors(ctx.api_key as i16, codes);
             let endpoints = add_leader_hints(&b, &mut topics, v);
-            let mut resp = encode_response(&ctx, 0, 0, &topics, &endpoints)?;
+            let mut resp = encode_response(&ctx, 0, session_id, &topics, &endpoints)?;
             // A consumer over its byte-rate quota gets an empty answer with the throttle
             // time (the bytes it would have had are not counted), as Kafka's; followers
             // are not under client quotas.
@@ -395,7 +494,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     let client = ctx.client_id.as_deref().unwrap_or("");
                     b.quotas
                         .unrecord(kind, &ctx.principal.name, client, resp.len() as f64);
-                    let mut empty = encode(&ctx, throttle as i32, 0, 0, &[], &[])?;
+                    let mut empty = encode(&ctx, throttle as i32, 0, session_id, &[], &[])?;
                     empty.mute = Duration::from_millis(throttle);
                     return Ok(Some(empty));
                 }
