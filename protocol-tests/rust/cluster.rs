@@ -374,3 +374,71 @@ fn controller_only_and_broker_only_nodes_form_a_cluster() {
         "NOT_ENOUGH_REPLICAS appends nothing"
     );
 }
+
+/// A gauge's value in a Prometheus text answer.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn followers_fetch_in_incremental_sessions() {
+    // HTTP ports <prefix>0<id>: three free ports for the nodes' /metrics.
+    let prefix = (150..320u16)
+        .find(|p| {
+            (1..=3).all(|id| std::net::TcpListener::bind(("127.0.0.1", p * 100 + id)).is_ok())
+        })
+        .expect("three free HTTP ports");
+    let http = format!("sluice.http.server.listeners=http://127.0.0.1:{prefix}0{{id}}");
+    let c = TestCluster::start(3, &[&http]);
+    const PARTITIONS: i32 = 30;
+    create(&c, "sessions", PARTITIONS, 3, &[]);
+    leader_with_isr(&c, "sessions", 3);
+    // Every node fetches from the two others, each in one session holding the partitions
+    // that node leads: six sessions over 2 x 30 followed partitions in all.
+    let mut seen = (0.0, 0.0);
+    c.wait_for(WAIT, "six follower sessions over 60 partitions", |_| {
+        let mut sum = (0.0, 0.0);
+        for id in 1..=3 {
+            let Some(m) = common::http_get(prefix * 100 + id, "/metrics") else {
+                return false;
+            };
+            let sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions";
+            let cached = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached";
+            sum.0 += gauge(&m, sessions).unwrap_or(0.0);
+            sum.1 += gauge(&m, cached).unwrap_or(0.0);
+        }
+        seen = sum;
+        sum == (6.0, 2.0 * PARTITIONS as f64)
+    });
+    // Replication goes on within the sessions: acks=all records to every partition are
+    // answered once both followers have fetched them, and the ISR stays whole.
+    let mut clients: Vec<Client> = (0..3).map(|i| c.connect(i)).collect();
+    for p in 0..PARTITIONS {
+        let batch = record_batch(&[format!("v{p}").as_bytes()], 1_700_000_000_000);
+        let r = (0..3)
+            .map(|i| produce_one(&mut clients[i], "sessions", p, batch.clone()))
+            .find(|r| r.error_code == 0)
+            .unwrap_or_else(|| panic!("no leader took sessions-{p}"));
+        assert_eq!(r.base_offset, 0);
+    }
+    for p in 0..PARTITIONS {
+        let (_, _, isr) = c.partition_state(0, "sessions", p).expect("metadata");
+        assert_eq!(isr.len(), 3, "sessions-{p}: {isr:?}");
+    }
+    let after: Vec<Option<f64>> = (1..=3)
+        .map(|id| {
+            let m = common::http_get(prefix * 100 + id, "/metrics")?;
+            gauge(
+                &m,
+                "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            )
+        })
+        .collect();
+    assert_eq!(
+        after.iter().flatten().sum::<f64>(),
+        6.0,
+        "{after:?} (before: {seen:?})"
+    );
+}

@@ -219,7 +219,7 @@ fn a_full_cache_answers_without_a_session() {
     let r = f.send(&mut c, first.session_id, 1, &[(0, 1)], &[]);
     assert_eq!((r.error_code, r.session_id), (0, first.session_id));
     // /metrics counts one session of one partition, as Kafka's FetchSessionCache gauges.
-    let metrics = http_get(http_port, "/metrics");
+    let metrics = common::http_get(http_port, "/metrics").expect("/metrics answers");
     for line in [
         "kafka_server_fetchsessioncache_numincrementalfetchsessions 1",
         "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached 1",
@@ -227,21 +227,6 @@ fn a_full_cache_answers_without_a_session() {
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
-}
-
-/// The body of an HTTP/1.0 GET to the broker's HTTP server.
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let (head, body) = out.split_once("\r\n\r\n").expect("an HTTP answer");
-    assert!(
-        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"),
-        "{head}"
-    );
-    body.to_string()
 }
 
 #[test]

@@ -477,3 +477,14 @@ pub fn read_all(client: &mut Client, topic: &str) -> Result<Vec<(i64, Vec<u8>)>,
         }
     }
 }
+
+/// The body of an HTTP/1.0 GET to `port`, if it answers 200.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.contains(" 200 ").then(|| body.to_string())
+}

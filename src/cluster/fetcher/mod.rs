@@ -6,7 +6,10 @@
 //! it was given: first truncates the local log to where it agrees with the leader's
 //! (OffsetForLeaderEpoch, KIP-101/279), then fetches from the local log end with Fetch
 //! requests naming this broker as the replica, and appends the batches that come back as they
-//! are (offsets, leader epochs and timestamps kept), taking the leader's high watermark. The
+//! are (offsets, leader epochs and timestamps kept), taking the leader's high watermark. Its
+//! fetches run in an incremental fetch session with the leader (`incremental.rs`): after the
+//! first, each lists only the partitions whose position moved, and the answer only those
+//! with something new, so idle partitions cost nothing per fetch. The
 //! leader's answers decide, per partition, what happens next (`state.rs`, free of I/O); the
 //! wire (Kafka framing, request headers, kafka-protocol encoding) is in `conn.rs`.
 //!
@@ -21,6 +24,7 @@
 pub mod conn;
 #[cfg(test)]
 mod fake_leader;
+mod incremental;
 mod session;
 mod state;
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use anyhow::Result;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::conn::LeaderConn;
+use super::incremental::{self, Handler};
 use super::state::{
     EpochAction, FetchAction, FetchState, LogStartAction, Phase, after_out_of_range_truncation,
     on_epoch_end_offset, on_fetch_partition, on_leader_log_start, whole_batches_len,
@@ -87,6 +88,8 @@ pub struct Session {
     parts: BTreeMap<Key, Followed>,
     next_generation: u64,
     conn: Option<LeaderConn>,
+    /// The fetch session with the leader (KIP-227).
+    fetch_session: Handler<Key>,
     /// Consecutive failed rounds (the first failure after a success is logged at info).
     failures: u32,
 }
@@ -109,6 +112,7 @@ impl Session {
             parts: BTreeMap::new(),
             next_generation: 0,
             conn: None,
+            fetch_session: Handler::default(),
             failures: 0,
         }
     }
@@ -474,23 +478,43 @@ impl Session {
         req.max_wait_ms = self.cfg.max_wait_ms;
         req.min_bytes = self.cfg.min_bytes;
         req.max_bytes = self.cfg.max_bytes;
-        // Sessionless full fetches (KIP-227: session id 0, epoch -1).
-        req.session_id = 0;
-        req.session_epoch = -1;
-        let mut asked_for: HashMap<Key, Asked> = HashMap::new();
-        let mut topics: BTreeMap<Uuid, Vec<FetchPartition>> = BTreeMap::new();
-        for (asked, pos) in ready {
-            let f = &self.parts[&asked.key];
+        let wanted: Vec<(Key, incremental::Params)> = ready
+            .iter()
+            .map(|(asked, pos)| {
+                let params = incremental::Params {
+                    fetch_offset: pos.fetch_offset,
+                    log_start_offset: pos.log_start_offset,
+                    last_fetched_epoch: pos.last_fetched_epoch,
+                    current_leader_epoch: self.parts[&asked.key].target.leader_epoch,
+                    max_bytes: self.cfg.partition_max_bytes,
+                };
+                (asked.key, params)
+            })
+            .collect();
+        // In a session only the partitions added or moved are listed; the leader answers
+        // only those with something new. Every ready partition is still asked for.
+        let built = self.fetch_session.build(&wanted);
+        req.session_id = built.session_id;
+        req.session_epoch = built.epoch;
+        let mut asked_for: HashMap<Key, Asked> = HashMap::with_capacity(ready.len());
+        let mut listed: HashMap<Key, FetchPartition> = HashMap::with_capacity(ready.len());
+        for ((asked, pos), (_, params)) in ready.iter().zip(&wanted) {
+            asked_for.insert(asked.key, *asked);
             let mut p = FetchPartition::default();
             p.partition = asked.key.1;
-            p.current_leader_epoch = f.target.leader_epoch;
-            p.fetch_offset = pos.fetch_offset;
-            p.last_fetched_epoch = pos.last_fetched_epoch;
-            p.log_start_offset = pos.log_start_offset;
-            p.partition_max_bytes = self.cfg.partition_max_bytes;
+            p.current_leader_epoch = params.current_leader_epoch;
+            p.fetch_offset = params.fetch_offset;
+            p.last_fetched_epoch = params.last_fetched_epoch;
+            p.log_start_offset = params.log_start_offset;
+            p.partition_max_bytes = params.max_bytes;
             p.high_watermark = pos.high_watermark;
-            topics.entry(asked.key.0).or_default().push(p);
-            asked_for.insert(asked.key, *asked);
+            listed.insert(asked.key, p);
+        }
+        let mut topics: BTreeMap<Uuid, Vec<FetchPartition>> = BTreeMap::new();
+        for key in &built.send {
+            if let Some(p) = listed.remove(key) {
+                topics.entry(key.0).or_default().push(p);
+            }
         }
         for (id, partitions) in topics {
             let mut t = FetchTopic::default();
@@ -498,10 +522,35 @@ impl Session {
             t.partitions = partitions;
             req.topics.push(t);
         }
+        let mut forgotten: BTreeMap<Uuid, Vec<i32>> = BTreeMap::new();
+        for (id, index) in &built.forget {
+            forgotten.entry(*id).or_default().push(*index);
+        }
+        for (id, partitions) in forgotten {
+            let mut t = ForgottenTopic::default();
+            t.topic_id = id;
+            t.partitions = partitions;
+            req.forgotten_topics_data.push(t);
+        }
         let timeout = Duration::from_millis(self.cfg.max_wait_ms.max(0) as u64) + SOCKET_TIMEOUT;
-        let resp: FetchResponse = self
-            .call(ApiKey::Fetch, FETCH_VERSION, &req, timeout)
-            .await?;
+        let resp: FetchResponse = match self.call(ApiKey::Fetch, FETCH_VERSION, &req, timeout).await
+        {
+            Ok(resp) => resp,
+            Err(e) => {
+                self.fetch_session.on_failure();
+                return Err(e);
+            }
+        };
+        let before = self.fetch_session.session_id();
+        self.fetch_session
+            .on_answer(resp.error_code, resp.session_id);
+        if self.fetch_session.session_id() != before {
+            tracing::debug!(
+                leader = self.leader,
+                session = self.fetch_session.session_id(),
+                "fetch session"
+            );
+        }
         let now = Instant::now();
         let backoff = self.backoff();
         if resp.error_code != 0 {
