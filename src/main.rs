@@ -95,6 +95,29 @@ fn raise_fd_limit() {
     }
 }
 
+/// When opening the logs ran out of file descriptors: how many the log dirs need against
+/// the limit, and how to raise it (empty for any other error).
+fn fd_limit_hint(e: &anyhow::Error, log_dirs: &[std::path::PathBuf]) -> String {
+    use nix::sys::resource::{Resource, getrlimit};
+    let emfile = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(nix::libc::EMFILE))
+            || c.downcast_ref::<nix::Error>() == Some(&nix::Error::EMFILE)
+    });
+    if !emfile {
+        return String::new();
+    }
+    let segments = sluice::log::count_segments(log_dirs);
+    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft);
+    format!(
+        ". The broker keeps one file descriptor open per log segment and the log dirs hold \
+         {segments} segments, but the open-file limit (RLIMIT_NOFILE) is {limit}: raise it to at \
+         least {} (`ulimit -n`, or LimitNOFILE= in a systemd unit), as Kafka's documentation \
+         advises for brokers with many partitions",
+        segments + 1024
+    )
+}
+
 fn fail(msg: &str) -> ! {
     eprintln!("sluice: {msg}");
     std::process::exit(1);
@@ -150,9 +173,10 @@ async fn run(config: BrokerConfig) -> i32 {
         let id = cluster_id.expect("the quorum agreed on a cluster id");
         return run_controller_only(&config, q, id, &mut signals, &http.serving).await;
     }
+    let log_dirs = config.log_dirs.clone();
     let broker = match Broker::open(config, cluster_id.as_deref()) {
         Ok(b) => b,
-        Err(e) => fail(&format!("{e:#}")),
+        Err(e) => fail(&format!("{e:#}{}", fd_limit_hint(&e, &log_dirs))),
     };
     if let Some(q) = quorum {
         let _ = broker.cluster.set(node::ClusterNode::start(q, &broker));

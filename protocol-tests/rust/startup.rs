@@ -1,7 +1,8 @@
 //! Start-up: the data directory lock (a second broker on the same directory exits at once and
 //! names the holder; after kill -9 a new broker starts), config/server.properties starting the
 //! broker as shipped, configuration errors naming FILE:LINE, the start-up lines, and the log
-//! filter variables. Every test runs the real binary.
+//! filter variables, and an open-file limit too low for the logs (the message names the limit
+//! needed). Every test runs the real binary.
 
 mod common;
 
@@ -266,4 +267,64 @@ fn log_filter_from_sluice_log_or_rust_log() {
         let text = std::fs::read_to_string(&log).unwrap();
         assert_eq!(text.contains(" INFO "), info_shown, "{env:?}: {text}");
     }
+}
+
+/// Runs sluice with `args`, stderr to `log`, under an open-file limit (soft and hard) of
+/// `limit`.
+fn spawn_limited(args: &[String], log: &Path, limit: u64) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(log).unwrap());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            use nix::sys::resource::{Resource, setrlimit};
+            setrlimit(Resource::RLIMIT_NOFILE, limit, limit).map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn().expect("start sluice")
+}
+
+#[test]
+fn too_few_file_descriptors_for_the_logs_stop_start_up_naming_the_limit_needed() {
+    let mut b = TestBroker::start(&[]);
+    let mut c = b.connect();
+    let req = common::create_topic_request("many", 400, 1, &[]);
+    let r: kafka_protocol::messages::CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0);
+    drop(c);
+    assert_eq!(b.terminate(), Some(0));
+    let dir = b.data_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let args = [
+        ovr(&format!("listeners=PLAINTEXT://127.0.0.1:{port}")),
+        ovr(&format!("log.dirs={}", dir.display())),
+    ]
+    .concat();
+
+    // A limit of 256 the broker cannot raise: 400 segments do not fit.
+    let log = tmp.path().join("limited.log");
+    let mut child = spawn_limited(&args, &log, 256);
+    assert_eq!(wait_exit(&mut child), Some(1));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.contains("Too many open files"), "{text}");
+    assert!(last.contains("the log dirs hold 400 segments"), "{text}");
+    assert!(
+        last.contains("the open-file limit (RLIMIT_NOFILE) is 256"),
+        "{text}"
+    );
+    assert!(last.contains("raise it to at least 1424"), "{text}");
+
+    // With the limit it asked for, the same data opens.
+    let log = tmp.path().join("enough.log");
+    let mut child = spawn_limited(&args, &log, 1424);
+    wait_listening(&mut child, port, &log);
+    assert!(serves(port));
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -55,3 +55,25 @@ pub use dir_lock::DirLock;
 pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, ReadSlice, now_ms};
 pub use segment::Segment;
 pub use txn_index::AbortedTxn;
+
+/// The log segments (`.log` files in partition directories) under these log dirs: each holds
+/// a file descriptor while the broker runs.
+pub fn count_segments(log_dirs: &[std::path::PathBuf]) -> usize {
+    let entries = |d: &std::path::Path| {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+    };
+    log_dirs
+        .iter()
+        .flat_map(|d| entries(d))
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            entries(&p)
+                .filter(|f| f.extension().is_some_and(|x| x == "log"))
+                .count()
+        })
+        .sum()
+}
