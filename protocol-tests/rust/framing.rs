@@ -1,6 +1,6 @@
 //! Framing and connection behaviour of the real binary: pipelined requests answered in order,
-//! acks=0 unanswered, bad frames close only their connection, ApiVersions fallback, clean
-//! shutdown on SIGTERM.
+//! acks=0 unanswered, frames cut anywhere across reads, bad frames close only their
+//! connection, ApiVersions fallback, clean shutdown on SIGTERM.
 
 mod common;
 
@@ -72,6 +72,49 @@ fn pipelined_requests_are_answered_in_order_and_acks0_gets_no_response() {
             assert_eq!(p.base_offset, last_offset + 2);
             last_offset = p.base_offset;
         }
+    }
+}
+
+#[test]
+fn frames_split_anywhere_across_reads_are_reassembled() {
+    let b = TestBroker::start(&[]);
+    let mut c = b.connect();
+    let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &metadata_for("split"));
+    assert_eq!(md.topics[0].error_code, 0);
+    // A produce of a few KiB (larger than what an idle connection first reads) followed by
+    // an ApiVersions, sent as one byte stream cut at every boundary that matters: inside the
+    // size prefix, just past it, inside the body, and where the second frame starts.
+    let value = vec![b'x'; 3000];
+    let produce = Client::frame(
+        ApiKey::Produce,
+        9,
+        7,
+        &produce_req("split", 1, &[value.as_slice()]),
+    );
+    let versions = Client::frame(ApiKey::ApiVersions, 3, 8, &ApiVersionsRequest::default());
+    let stream: Vec<u8> = [&produce[..], &versions[..]].concat();
+    for cuts in [
+        vec![1, 2, 3],
+        vec![4],
+        vec![5, 600, 2000],
+        vec![produce.len() - 1, produce.len() + 2],
+        vec![produce.len()],
+    ] {
+        let mut at = 0;
+        for cut in cuts.into_iter().chain([stream.len()]) {
+            c.send_raw(&stream[at..cut]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            at = cut;
+        }
+        let (corr, mut body) = c.recv_frame(ApiKey::Produce, 9).unwrap();
+        assert_eq!(corr, 7);
+        use kafka_protocol::protocol::Decodable;
+        let r = ProduceResponse::decode(&mut body, 9).unwrap();
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        let (corr, mut body) = c.recv_frame(ApiKey::ApiVersions, 3).unwrap();
+        assert_eq!(corr, 8);
+        let r = ApiVersionsResponse::decode(&mut body, 3).unwrap();
+        assert_eq!(r.error_code, 0);
     }
 }
 

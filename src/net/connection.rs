@@ -179,17 +179,35 @@ enum FrameError {
     Io(#[from] std::io::Error),
 }
 
+/// The read buffer allocated for a frame (more for a larger one).
+const READ_BUFFER: usize = 64 * 1024;
+/// What an idle connection reads into before it allocates a buffer.
+const IDLE_READ: usize = 512;
+
 /// Reads frames until EOF or a protocol violation (bad length), which ends the connection.
 async fn read_frames(
     mut rd: impl AsyncRead + Unpin,
     limit: Arc<FrameLimit>,
     tx: mpsc::Sender<Bytes>,
 ) -> Result<(), FrameError> {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = BytesMut::new();
     loop {
+        if buf.is_empty() {
+            // Between frames the connection holds no read buffer (the frames being handled
+            // keep their bytes alive by themselves): the next bytes are read into a small
+            // array of the task's, then a buffer is allocated for the frame they start.
+            buf = BytesMut::new();
+            let mut first = [0u8; IDLE_READ];
+            let n = rd.read(&mut first).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.reserve(READ_BUFFER.max(n));
+            buf.extend_from_slice(&first[..n]);
+        }
         while buf.len() < 4 {
             if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(64 * 1024);
+                buf.reserve(READ_BUFFER);
             }
             if rd.read_buf(&mut buf).await? == 0 {
                 return Ok(());
