@@ -55,6 +55,8 @@ fn log_append_time_topic_stamps_batches() {
         false,
     );
     assert_eq!(r.topics[0].error_code, 0);
+    // Success carries a null message, as Kafka's.
+    assert_eq!(r.topics[0].error_message, None);
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

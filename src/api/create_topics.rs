@@ -89,6 +89,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         r.name = t.name.clone();
         r.num_partitions = -1;
         r.replication_factor = -1;
+        // Null unless an error sets one, as Kafka (the crate's default is "").
+        r.error_message = None;
         // After the duplicate check: CREATE on the cluster or the topic.
         if counts[&name] == 1 && !ctx.may_create_topic(&b, &name) {
             r.error_code = super::authz::topic_denied();
