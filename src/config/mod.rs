@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod dynamic;
 pub mod keys;
+mod listeners;
 pub(crate) mod parse;
 #[cfg(test)]
 mod tests;
@@ -21,48 +22,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 pub use cluster::{ClusterConfig, Roles};
+pub use listeners::{HttpListener, Listener};
+use listeners::{listener_names, parse_listeners, parse_protocol_map};
 pub use parse::{Origin, Setting, parse_override, parse_properties, read_pairs};
 
-use keys::{NOT_YET, ONE_LISTENER, SECURITY_PROTOCOLS, Treatment, default_of, lookup};
-
-/// A listener as written in `listeners` / `advertised.listeners`: `NAME://host:port`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listener {
-    pub name: String,
-    /// Empty means all interfaces (when binding) or this machine's name (when advertising).
-    pub host: String,
-    pub port: u16,
-}
-
-impl Listener {
-    pub fn bind_addr(&self) -> String {
-        bind_addr(&self.host, self.port)
-    }
-}
-
-/// The address to bind for `host` (empty: all interfaces) and `port`.
-fn bind_addr(host: &str, port: u16) -> String {
-    format_host_port(if host.is_empty() { "0.0.0.0" } else { host }, port)
-}
-
-impl std::fmt::Display for Listener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}://{}",
-            self.name,
-            format_host_port(&self.host, self.port)
-        )
-    }
-}
-
-fn format_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
+use keys::{NOT_YET, ONE_LISTENER, Treatment, default_of, lookup};
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -167,49 +131,6 @@ fn parse_authorizer(p: &Props) -> Result<Option<crate::security::acl::Authorizer
         super_users,
         allow_everyone_if_no_acl_found: p.boolean("allow.everyone.if.no.acl.found")?,
     }))
-}
-
-/// The HTTP server's address, from `http://host:port` (an empty host binds all interfaces).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpListener {
-    pub host: String,
-    pub port: u16,
-}
-
-impl HttpListener {
-    pub fn bind_addr(&self) -> String {
-        bind_addr(&self.host, self.port)
-    }
-
-    fn parse(p: &Props) -> Result<Option<HttpListener>> {
-        let key = "sluice.http.server.listeners";
-        let items: Vec<&str> = p
-            .get(key)
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let item = match items[..] {
-            [] => return Ok(None),
-            [one] => one,
-            _ => return Err(p.err(key, "one listener only (http://host:port)")),
-        };
-        let Some(rest) = item.strip_prefix("http://") else {
-            return Err(p.err(key, format!("{item:?} is not of the form http://host:port")));
-        };
-        let (host, port) = match rest.strip_prefix('[') {
-            Some(r) => r.split_once("]:"),
-            None => rest.rsplit_once(':'),
-        }
-        .ok_or_else(|| p.err(key, format!("{item:?} has no port")))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| p.err(key, format!("{item:?} has an invalid port {port:?}")))?;
-        Ok(Some(HttpListener {
-            host: host.to_string(),
-            port,
-        }))
-    }
 }
 
 /// The consumer group protocol's settings (`group.consumer.*`), checked as Kafka's
@@ -384,81 +305,6 @@ impl Props {
         let v: i64 = self.num(key)?;
         Ok(if v < 0 { -1 } else { v.saturating_mul(*factor) })
     }
-}
-
-/// `NAME:PROTOCOL,...` with upper-cased names, as Kafka normalises listener names.
-fn parse_protocol_map(p: &Props) -> Result<BTreeMap<String, String>> {
-    let key = "listener.security.protocol.map";
-    let mut map = BTreeMap::new();
-    for item in p
-        .get(key)
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let (name, proto) = item
-            .split_once(':')
-            .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME:PROTOCOL")))?;
-        let proto = proto.trim().to_ascii_uppercase();
-        if !SECURITY_PROTOCOLS.contains(&proto.as_str()) {
-            return Err(p.err(key, format!("{proto:?} is not a security protocol")));
-        }
-        map.insert(name.trim().to_ascii_uppercase(), proto);
-    }
-    Ok(map)
-}
-
-fn parse_listeners(p: &Props, key: &str) -> Result<Vec<Listener>> {
-    let mut out: Vec<Listener> = Vec::new();
-    for item in p
-        .get(key)
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let (name, rest) = item
-            .split_once("://")
-            .ok_or_else(|| p.err(key, format!("{item:?} is not of the form NAME://host:port")))?;
-        let (host, port) = if let Some(r) = rest.strip_prefix('[') {
-            let (h, port) = r
-                .split_once("]:")
-                .ok_or_else(|| p.err(key, format!("{item:?} has a bad IPv6 address")))?;
-            (h.to_string(), port)
-        } else {
-            let (h, port) = rest
-                .rsplit_once(':')
-                .ok_or_else(|| p.err(key, format!("{item:?} has no port")))?;
-            (h.to_string(), port)
-        };
-        let port: u16 = port
-            .parse()
-            .map_err(|_| p.err(key, format!("{item:?} has an invalid port {port:?}")))?;
-        let name = name.to_ascii_uppercase();
-        if out.iter().any(|l| l.name == name) {
-            return Err(p.err(key, format!("listener name {name} is used twice")));
-        }
-        out.push(Listener { name, host, port });
-    }
-    if out.is_empty() {
-        return Err(p.err(key, "no listener given"));
-    }
-    Ok(out)
-}
-
-/// Listener names in the final `listeners` value, for `listener.name.<name>.*` keys.
-fn listener_names(settings: &[Setting]) -> Vec<String> {
-    let value = settings
-        .iter()
-        .rev()
-        .find(|s| s.key == "listeners")
-        .map(|s| s.value.as_str())
-        .or_else(|| default_of("listeners"))
-        .unwrap_or("");
-    value
-        .split(',')
-        .filter_map(|l| l.split_once("://"))
-        .map(|(n, _)| n.trim().to_ascii_uppercase())
-        .collect()
 }
 
 impl BrokerConfig {
