@@ -151,6 +151,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 (Ok(true), Err((code, msg))) => Some((*code, msg.clone())),
                 _ => None,
             };
+            // Kafka leaves the message null on success.
+            e.error_message = None;
             if let Some((code, msg)) = err {
                 e.error_code = code;
                 e.error_message = Some(StrBytes::from_string(msg));

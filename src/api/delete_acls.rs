@@ -79,10 +79,13 @@ fn filter_result(r: Result<Vec<AclBinding>, AclError>) -> DeleteAclsFilterResult
             out.error_message = Some(StrBytes::from_string(msg));
         }
         Ok(acls) => {
+            // Kafka leaves the message null on success, here and in each matching ACL.
+            out.error_message = None;
             out.matching_acls = acls
                 .into_iter()
                 .map(|a| {
                     let mut m = DeleteAclsMatchingAcl::default();
+                    m.error_message = None;
                     m.resource_type = a.pattern.resource_type.code();
                     m.resource_name = StrBytes::from_string(a.pattern.name);
                     m.pattern_type = a.pattern.pattern_type.code();

@@ -109,10 +109,8 @@ fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
         return Err((ResponseError::InvalidTopicException.code(), e));
     }
     let Some(t) = b.controller.topic(name) else {
-        return Err((
-            ResponseError::UnknownTopicOrPartition.code(),
-            format!("The topic '{name}' does not exist."),
-        ));
+        // Kafka answers an unknown topic with an empty message.
+        return Err((ResponseError::UnknownTopicOrPartition.code(), String::new()));
     };
     Ok(topic_config::describe(&b.controller.defaults(), &t.configs)
         .into_iter()

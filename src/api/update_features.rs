@@ -129,6 +129,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let ups = updates(&req, v);
     let validate_only = v >= 1 && req.validate_only;
     let mut resp = UpdateFeaturesResponse::default();
+    // Kafka's top-level message is null on success; a feature's result carries the error's
+    // name ("NONE"), as Kafka's ApiError fallback message does.
+    resp.error_message = None;
     if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {
         resp.error_code = code;
         resp.error_message = Some(StrBytes::from_static_str(
@@ -153,6 +156,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .map(|u| {
                     let mut r = UpdatableFeatureResult::default();
                     r.feature = StrBytes::from_string(u.feature);
+                    r.error_message = Some(StrBytes::from_static_str("NONE"));
                     r
                 })
                 .collect();

@@ -192,11 +192,22 @@ impl AclBinding {
         if p.pattern_type == PatternType::Prefixed && p.name == WILDCARD {
             return Some("Prefixed pattern with the wildcard name is not allowed".into());
         }
-        if e.principal
-            .split_once(':')
-            .is_none_or(|(t, _)| t.is_empty())
-        {
-            return Some(format!("Invalid principal: {}", e.principal));
+        // Kafka's SecurityUtils.parseKafkaPrincipal words.
+        if e.principal.is_empty() {
+            return Some("expected a string in format principalType:principalName but got ".into());
+        }
+        match e.principal.split_once(':') {
+            None => {
+                return Some(format!(
+                    "Could not parse principal from `{}` (no colon is present separating the \
+                     principal type from the principal name)",
+                    e.principal
+                ));
+            }
+            Some((t, _)) if t.is_empty() => {
+                return Some(format!("Invalid principal: {}", e.principal));
+            }
+            Some(_) => {}
         }
         if e.host.is_empty() {
             return Some("Invalid host: empty".into());
