@@ -9,6 +9,8 @@
 //                produce-read-only bad-requests
 //   PHASE write  (sluice.console.read.only=false): produce-enabled
 //   PHASE sasl   (SASL_PLAINTEXT listener): sasl-auth
+//   PHASE cluster  (node 1's console on a 3-node cluster, not read-only): cluster-topic
+//                cluster-messages cluster-produce cluster-group-lag
 //
 // Env: BOOTSTRAP, CONSOLE_URL, PY (python with confluent-kafka), SHOTS (screenshot dir),
 // RUN_TAG (topic name suffix, shared by the phases).
@@ -28,6 +30,8 @@ const T_MSGS = `console-msgs-${TAG}`;
 const T_CFG = `console-cfg-${TAG}`;
 const T_LAG = `console-lag-${TAG}`;
 const GROUP = `console-group-${TAG}`;
+const T_CL = `console-cluster-${TAG}`;
+const T_CL_LAG = `console-cluster-lag-${TAG}`;
 const SCENARIO_MS = 90_000;
 mkdirSync(SHOTS, { recursive: true });
 
@@ -38,8 +42,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function run(cmd, args, input) {
   return execFileSync(cmd, args, { input, timeout: 60_000, stdio: ['pipe', 'pipe', 'pipe'] });
 }
-function kcatProduce(topic, { key, headers = [], value }) {
-  const args = ['-b', BOOTSTRAP, '-P', '-t', topic, '-p', '0'];
+function kcatProduce(topic, { key, headers = [], value }, partition = 0) {
+  const args = ['-b', BOOTSTRAP, '-P', '-t', topic, '-p', String(partition)];
   if (key !== undefined) args.push('-k', key);
   for (const h of headers) args.push('-H', h);
   run('kcat', args, value);
@@ -69,7 +73,7 @@ async function apiJson(page, path) {
 
 // ---- scenarios ----------------------------------------------------------------------------
 
-const S = { main: {}, write: {}, sasl: {} };
+const S = { main: {}, write: {}, sasl: {}, cluster: {} };
 
 S.main['brokers-page'] = async (page) => {
   await open(page, '#/brokers');
@@ -299,6 +303,67 @@ S.sasl['sasl-auth'] = async () => {
   await refused({ username: 'sam', password: 'sam-wrong' });
 };
 
+// On a cluster node 1's console reads what brokers 2 and 3 hold: T_CL has one replica per
+// partition, partition i on broker i+1, so only partition 0 is on node 1's disk.
+const clusterRecords = (p) => [0, 1, 2].map((j) => `p${p}-r${j}`);
+
+S.cluster['cluster-topic'] = async (page) => {
+  await open(page, '#/brokers');
+  const ids = await cells(page, 'brokers', 0);
+  check(ids.length === 3, `brokers ${JSON.stringify(ids)}`);
+  for (const p of [0, 1, 2]) run('kcat', ['-b', BOOTSTRAP, '-P', '-t', T_CL, '-p', String(p)], clusterRecords(p).join('\n') + '\n');
+  const t = (await apiJson(page, `/api/topic?name=${T_CL}`)).body;
+  const got = t.partitions.map((p) => [p.partition, p.leader, p.end_offset, p.start_offset, p.size > 0]);
+  check(JSON.stringify(got) === '[[0,1,3,0,true],[1,2,3,0,true],[2,3,3,0,true]]', `partitions (index, leader, end, start, has a size): ${JSON.stringify(got)}`);
+  const topics = (await apiJson(page, '/api/topics')).body.topics;
+  const listed = topics.find((x) => x.name === T_CL);
+  check(listed && listed.size === t.partitions.reduce((n, p) => n + p.size, 0), `topics page size ${JSON.stringify(listed)}`);
+  await open(page, `#/topic/${T_CL}`);
+  const ends = await cells(page, 'partitions', 6);
+  info(`topic page rows: ${JSON.stringify(await cells(page, 'partitions', 1))} ${JSON.stringify(ends)}`);
+  await shot(page, 'cluster-topic');
+};
+
+S.cluster['cluster-messages'] = async (page) => {
+  for (const p of [0, 1, 2]) {
+    await open(page, `#/messages?topic=${T_CL}&partition=${p}&mode=earliest&format=text`);
+    const values = await cells(page, 'records', 4);
+    check(JSON.stringify(values) === JSON.stringify(clusterRecords(p)), `partition ${p} (broker ${p + 1}): ${JSON.stringify(values)}`);
+    if (p === 2) await shot(page, 'cluster-messages');
+  }
+  const newest = (await apiJson(page, `/api/messages?topic=${T_CL}&partition=2&newest=1`)).body;
+  check(newest.records && newest.records.length === 1 && newest.records[0].offset === 2, `newest of partition 2: ${JSON.stringify(newest).slice(0, 300)}`);
+  const all = (await apiJson(page, `/api/messages?topic=${T_CL}&partition=all&from=earliest`)).body;
+  const seen = (all.records || []).map((r) => `${r.partition}:${r.value && r.value.text}`).sort();
+  const want = [0, 1, 2].flatMap((p) => clusterRecords(p).map((v) => `${p}:${v}`)).sort();
+  check(JSON.stringify(seen) === JSON.stringify(want), `every partition at once: ${JSON.stringify(seen)}`);
+};
+
+S.cluster['cluster-produce'] = async (page) => {
+  await open(page, `#/produce?topic=${T_CL}`);
+  await page.fill('input[name=key]', 'to-broker-3');
+  await page.fill('textarea[name=value]', 'produced through node 1');
+  await page.fill('input[name=partition]', '2');
+  await page.click('#produce button[type=submit]');
+  await page.waitForSelector('#produced p', { timeout: 20_000 });
+  const msg = await page.locator('#produced p').innerText();
+  const m = /partition 2 at offset (\d+)/.exec(msg);
+  check(m && m[1] === '3', `the form said ${JSON.stringify(msg)}`);
+  const got = run('kcat', ['-b', BOOTSTRAP, '-C', '-t', T_CL, '-p', '2', '-o', '3', '-c', '1', '-e', '-f', '%k|%s']).toString();
+  check(got === 'to-broker-3|produced through node 1', `kcat read ${JSON.stringify(got)}`);
+  await shot(page, 'cluster-produce');
+};
+
+// A group that broker 2 or 3 coordinates, reading a topic whose only replica is on broker 3.
+S.cluster['cluster-group-lag'] = async (page) => {
+  const names = Array.from({ length: 12 }, (_, i) => `${GROUP}-cluster-${i}`);
+  const found = run(PY, [`${HERE}/helpers.py`, 'coordinators', BOOTSTRAP, ...names]).toString().trim().split('\n').map((l) => l.split(' '));
+  const elsewhere = found.find(([, node]) => node !== '1');
+  check(elsewhere, `every candidate group is coordinated by broker 1: ${JSON.stringify(found)}`);
+  info(`group ${elsewhere[0]} is coordinated by broker ${elsewhere[1]}`);
+  await groupLag(page, 'classic', T_CL_LAG, elsewhere[0], 'cluster-group');
+};
+
 // ---- runner -------------------------------------------------------------------------------
 
 async function main() {
@@ -306,6 +371,10 @@ async function main() {
   if (scenarios.length === 0) return 0;
   if (phase === 'main') {
     run(PY, [`${HERE}/helpers.py`, 'topics', BOOTSTRAP, `${T_MSGS}:1`, `${T_CFG}:3:retention.ms=123456789`, `${T_LAG}:1`, `${T_LAG}-848:1`]);
+  }
+  if (phase === 'cluster') {
+    run(PY, [`${HERE}/helpers.py`, 'placed', BOOTSTRAP, T_CL, '1,2,3']);
+    run(PY, [`${HERE}/helpers.py`, 'placed', BOOTSTRAP, T_CL_LAG, '3']);
   }
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
   let failed = 0;

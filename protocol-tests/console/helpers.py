@@ -5,6 +5,10 @@
         PROTOCOL (classic, or consumer: KIP-848): for each COUNT, read until that many records were seen, commit that offset synchronously,
         print "committed N" and wait for a line on stdin; then close
   helpers.py scram BOOTSTRAP ADMIN_USER ADMIN_PASSWORD USER PASSWORD   add a SCRAM-SHA-256 user
+  helpers.py placed BOOTSTRAP NAME B0,B1,...   create a topic whose partition i has one replica,
+        on broker Bi
+  helpers.py coordinators BOOTSTRAP GROUP...   print "GROUP NODE" for each group: the broker
+        that coordinates it (DescribeConsumerGroups, which asks FindCoordinator)
 Every wait is bounded; a failure prints "error: ..." and exits 1.
 """
 import sys
@@ -65,6 +69,21 @@ def scram(bootstrap, admin_user, admin_password, user, password):
     print("scram user " + user, flush=True)
 
 
+def placed(bootstrap, name, brokers):
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    assignment = [[int(b)] for b in brokers.split(",")]
+    t = NewTopic(name, len(assignment), -1, replica_assignment=assignment)
+    for n, f in a.create_topics([t], operation_timeout=T).items():
+        f.result(T)
+        print("created " + n, flush=True)
+
+
+def coordinators(bootstrap, groups):
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    for g, f in a.describe_consumer_groups(groups, request_timeout=T).items():
+        print("%s %d" % (g, f.result(T).coordinator.id), flush=True)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
@@ -74,6 +93,10 @@ def main():
             consumer(args[0], args[1], args[2], args[3], [int(n) for n in args[4:]])
         elif cmd == "scram":
             scram(*args[:5])
+        elif cmd == "placed":
+            placed(*args[:3])
+        elif cmd == "coordinators":
+            coordinators(args[0], args[1:])
         else:
             raise SystemExit("error: unknown command " + cmd)
     except KafkaException as e:

@@ -1,6 +1,7 @@
 //! Connections from this broker to the other brokers of a cluster for the transaction
 //! coordinator's requests: WriteTxnMarkers to partition leaders, AddPartitionsToTxn from
-//! partition leaders to coordinators. One connection per (broker, purpose), made on first use
+//! partition leaders to coordinators, and the web console's reads and test records for
+//! partitions and groups held by another broker. One connection per (broker, purpose), made on first use
 //! and dropped after an error (a kept connection that fails at once is retried on a new one:
 //! the peer may have restarted since), so markers waiting for their replicas never hold up a
 //! verification. Requests on one connection go one at a time, in order.
@@ -21,6 +22,7 @@ use crate::cluster::fetcher::conn::LeaderConn;
 pub enum Purpose {
     Markers,
     Verify,
+    Console,
 }
 
 type Conn = Arc<tokio::sync::Mutex<Option<LeaderConn>>>;
@@ -58,12 +60,13 @@ impl Peers {
         let mut conn = conn.lock().await;
         // A kept connection may be dead without our knowing (the peer restarted since its
         // last use): a failure on it other than the timeout is retried once on a fresh
-        // connection. The requests sent here (verification, markers) may be repeated.
-        let reused = conn.is_some();
+        // connection. The requests sent here (verification, markers, the console's reads)
+        // may be repeated; a console's test record (Produce) is not, lest it be written twice.
+        let reused = conn.is_some() && key != ApiKey::Produce;
         let started = std::time::Instant::now();
-        let r = Self::call_on(b, &mut conn, id, (key, version), req, timeout).await;
+        let r = Self::call_on(b, &mut conn, (id, purpose), (key, version), req, timeout).await;
         if r.is_err() && reused && started.elapsed() < timeout {
-            return Self::call_on(b, &mut conn, id, (key, version), req, timeout).await;
+            return Self::call_on(b, &mut conn, (id, purpose), (key, version), req, timeout).await;
         }
         r
     }
@@ -71,14 +74,17 @@ impl Peers {
     async fn call_on<Req: Encodable, Resp: Decodable>(
         b: &Broker,
         conn: &mut Option<LeaderConn>,
-        id: i32,
+        (id, purpose): (i32, Purpose),
         (key, version): (ApiKey, i16),
         req: &Req,
         timeout: Duration,
     ) -> Result<Resp> {
         if conn.is_none() {
             let addr = Self::address(b, id).ok_or_else(|| anyhow!("no address for broker {id}"))?;
-            let client_id = format!("sluice-txn-{}", b.node_id());
+            let client_id = match purpose {
+                Purpose::Console => format!("sluice-console-{}", b.node_id()),
+                Purpose::Markers | Purpose::Verify => format!("sluice-txn-{}", b.node_id()),
+            };
             *conn = Some(
                 LeaderConn::connect(
                     &addr,

@@ -2,7 +2,7 @@
 //! (partitions, replication, size on disk) and one topic (its partitions with leader,
 //! replicas, ISR and offsets, and its configs).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
@@ -18,9 +18,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{Value, json};
 
-use super::wire::{call, error_name};
+use super::wire::{call, error_name, forward, is_peer};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
+
+/// NOT_LEADER_OR_FOLLOWER: the partition is led by another broker.
+pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// Metadata v12 for all topics (None) or the named ones.
 pub(super) async fn metadata(
@@ -99,23 +102,62 @@ async fn brokers_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
     }))
 }
 
-/// Bytes on this broker's disks per (topic, partition) (DescribeLogDirs v4: only the
-/// replicas this broker holds).
-async fn sizes(ctx: &Ctx) -> anyhow::Result<BTreeMap<(String, i32), i64>> {
+/// Bytes on disk of each (topic, partition) replica, by broker: DescribeLogDirs v4 here (only
+/// the replicas this broker holds) and, on a cluster, on each of `brokers` (a broker that
+/// does not answer is left out).
+async fn sizes(ctx: &Ctx, brokers: &[i32]) -> anyhow::Result<Sizes> {
     let mut req = DescribeLogDirsRequest::default();
     req.topics = None;
-    let resp: DescribeLogDirsResponse =
-        call(&ctx.broker, &ctx.session, ApiKey::DescribeLogDirs, 4, &req).await?;
-    let mut out = BTreeMap::new();
+    let key = (ApiKey::DescribeLogDirs, 4);
+    let here: DescribeLogDirsResponse = call(&ctx.broker, &ctx.session, key.0, key.1, &req).await?;
+    let mut out = Sizes::default();
+    let refused = here.error_code != 0;
+    add_sizes(&mut out, ctx.broker.node_id(), here);
+    if refused {
+        return Ok(out);
+    }
+    for &node in brokers.iter().filter(|n| is_peer(&ctx.broker, **n)) {
+        match forward(&ctx.broker, node, key, &req).await {
+            Ok(resp) => add_sizes(&mut out, node, resp),
+            Err(e) => tracing::debug!("console: no log dir sizes from broker {node}: {e:#}"),
+        }
+    }
+    Ok(out)
+}
+
+/// Bytes per (topic, partition) per broker.
+#[derive(Default)]
+struct Sizes(BTreeMap<(String, i32), BTreeMap<i32, i64>>);
+
+impl Sizes {
+    /// The partition's size: its leader's replica, or the largest one when the leader's is
+    /// not known.
+    fn of(&self, topic: &str, partition: i32, leader: i32) -> Option<i64> {
+        let replicas = self.0.get(&(topic.to_string(), partition))?;
+        replicas
+            .get(&leader)
+            .or_else(|| replicas.values().max())
+            .copied()
+    }
+}
+
+fn add_sizes(out: &mut Sizes, node: i32, resp: DescribeLogDirsResponse) {
     for dir in resp.results.iter().filter(|d| d.error_code == 0) {
         for t in &dir.topics {
             for p in t.partitions.iter().filter(|p| !p.is_future_key) {
-                *out.entry((t.name.0.to_string(), p.partition_index))
+                *out.0
+                    .entry((t.name.0.to_string(), p.partition_index))
+                    .or_default()
+                    .entry(node)
                     .or_default() += p.partition_size;
             }
         }
     }
-    Ok(out)
+}
+
+/// The ids of the brokers in `md`.
+fn broker_ids(md: &MetadataResponse) -> Vec<i32> {
+    md.brokers.iter().map(|b| b.node_id.0).collect()
 }
 
 pub(super) async fn topics(State(s): State<HttpState>, headers: HeaderMap) -> Response {
@@ -125,7 +167,7 @@ pub(super) async fn topics(State(s): State<HttpState>, headers: HeaderMap) -> Re
 async fn topics_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
     let ctx = admit(s, headers)?;
     let md = metadata(&ctx, None).await?;
-    let sizes = sizes(&ctx).await?;
+    let sizes = sizes(&ctx, &broker_ids(&md)).await?;
     let mut topics: Vec<Value> = md
         .topics
         .iter()
@@ -146,7 +188,7 @@ async fn topics_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
             let size: i64 = t
                 .partitions
                 .iter()
-                .filter_map(|p| sizes.get(&(name.clone(), p.partition_index)))
+                .filter_map(|p| sizes.of(&name, p.partition_index, p.leader_id.0))
                 .sum();
             json!({
                 "name": name,
@@ -165,11 +207,52 @@ async fn topics_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
 
 /// Offsets of each (topic, partition) at `timestamp` (-2 earliest, -1 latest, or a time):
 /// `Ok((offset, timestamp))` or the partition's error name. ListOffsets v7, read
-/// uncommitted: the latest is the high watermark.
+/// uncommitted: the latest is the high watermark. Asked here first; on a cluster the
+/// partitions this broker does not lead are then asked of their leaders.
 pub(super) async fn list_offsets(
     ctx: &Ctx,
     wanted: &[(String, i32, i64)],
 ) -> anyhow::Result<BTreeMap<(String, i32), Result<(i64, i64), String>>> {
+    let key = (ApiKey::ListOffsets, 7);
+    let here: ListOffsetsResponse = call(
+        &ctx.broker,
+        &ctx.session,
+        key.0,
+        key.1,
+        &list_offsets_request(wanted),
+    )
+    .await?;
+    let mut out = BTreeMap::new();
+    let mut elsewhere = Vec::new();
+    add_offsets(&mut out, here, &mut elsewhere);
+    if elsewhere.is_empty() || ctx.broker.cluster().is_none() {
+        return Ok(out);
+    }
+    let topics: Vec<String> = elsewhere
+        .iter()
+        .map(|(t, _)| t.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let leaders = leaders(&metadata(ctx, Some(&topics)).await?);
+    let mut by_leader: BTreeMap<i32, Vec<(String, i32, i64)>> = BTreeMap::new();
+    for w in wanted {
+        let k = (w.0.clone(), w.1);
+        if let Some(&l) = leaders.get(&k).filter(|l| is_peer(&ctx.broker, **l))
+            && elsewhere.contains(&k)
+        {
+            by_leader.entry(l).or_default().push(w.clone());
+        }
+    }
+    for (leader, wanted) in by_leader {
+        let resp: ListOffsetsResponse =
+            forward(&ctx.broker, leader, key, &list_offsets_request(&wanted)).await?;
+        add_offsets(&mut out, resp, &mut Vec::new());
+    }
+    Ok(out)
+}
+
+fn list_offsets_request(wanted: &[(String, i32, i64)]) -> ListOffsetsRequest {
     let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
     for (t, p, ts) in wanted {
         let mut lp = ListOffsetsPartition::default();
@@ -190,20 +273,42 @@ pub(super) async fn list_offsets(
             lt
         })
         .collect();
-    let resp: ListOffsetsResponse =
-        call(&ctx.broker, &ctx.session, ApiKey::ListOffsets, 7, &req).await?;
-    let mut out = BTreeMap::new();
+    req
+}
+
+/// The answer's offsets into `out`; the partitions answered NOT_LEADER_OR_FOLLOWER also
+/// into `elsewhere`.
+fn add_offsets(
+    out: &mut BTreeMap<(String, i32), Result<(i64, i64), String>>,
+    resp: ListOffsetsResponse,
+    elsewhere: &mut Vec<(String, i32)>,
+) {
     for t in resp.topics {
         for p in t.partitions {
+            let k = (t.name.0.to_string(), p.partition_index);
             let v = if p.error_code == 0 {
                 Ok((p.offset, p.timestamp))
             } else {
+                if p.error_code == NOT_LEADER_OR_FOLLOWER {
+                    elsewhere.push(k.clone());
+                }
                 Err(error_name(p.error_code))
             };
-            out.insert((t.name.0.to_string(), p.partition_index), v);
+            out.insert(k, v);
         }
     }
-    Ok(out)
+}
+
+/// The leader of each (topic, partition) in `md`.
+pub(super) fn leaders(md: &MetadataResponse) -> BTreeMap<(String, i32), i32> {
+    let mut out = BTreeMap::new();
+    for t in &md.topics {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        for p in &t.partitions {
+            out.insert((name.clone(), p.partition_index), p.leader_id.0);
+        }
+    }
+    out
 }
 
 pub(super) async fn topic(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
@@ -224,7 +329,7 @@ async fn topic_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer {
         let why = format!("topic {name}: {}", error_name(t.error_code));
         return Err(Failure::not_found(why));
     }
-    let sizes = sizes(&ctx).await?;
+    let sizes = sizes(&ctx, &broker_ids(&md)).await?;
     let mut wanted = Vec::new();
     for p in &t.partitions {
         wanted.push((name.clone(), p.partition_index, -2));
@@ -254,7 +359,7 @@ async fn topic_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer {
                 "local": ctx.broker.node_id() == p.leader_id.0,
                 "start_offset": off(&starts),
                 "end_offset": off(&ends),
-                "size": sizes.get(&k),
+                "size": sizes.of(name, p.partition_index, p.leader_id.0),
                 "error": (p.error_code != 0).then(|| error_name(p.error_code)),
             })
         })
@@ -325,4 +430,23 @@ async fn topic_configs(ctx: &Ctx, name: &str) -> Result<Vec<Value>, Failure> {
         .collect();
     configs.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     Ok(configs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_size_is_its_leaders_replica() {
+        let mut s = Sizes::default();
+        let k = ("t".to_string(), 0);
+        s.0.entry(k.clone()).or_default().insert(1, 100);
+        s.0.entry(k.clone()).or_default().insert(2, 250);
+        assert_eq!(s.of("t", 0, 1), Some(100));
+        assert_eq!(s.of("t", 0, 2), Some(250));
+        // The leader's replica is not known here: the largest one.
+        assert_eq!(s.of("t", 0, 3), Some(250));
+        assert_eq!(s.of("t", 0, -1), Some(250));
+        assert_eq!(s.of("t", 1, 1), None);
+    }
 }

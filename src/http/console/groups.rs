@@ -13,17 +13,20 @@ use axum::response::Response;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
-    ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
-    ListGroupsRequest, ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
+    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
     offset_fetch_request::OffsetFetchRequestGroup,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::{Value, json};
 
-use super::cluster::list_offsets;
-use super::wire::{call, error_name};
+use super::cluster::{list_offsets, metadata};
+use super::wire::{call, call_at, error_name, forward, is_peer, may};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
+use crate::security::acl::model::CLUSTER_NAME;
+use crate::security::acl::{AclOperation as Op, ResourceType};
 
 pub(super) async fn list(State(s): State<HttpState>, headers: HeaderMap) -> Response {
     answer(list_answer(&s, &headers).await)
@@ -32,14 +35,49 @@ pub(super) async fn list(State(s): State<HttpState>, headers: HeaderMap) -> Resp
 async fn list_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
     let ctx = admit(s, headers)?;
     let req = ListGroupsRequest::default();
-    let resp: ListGroupsResponse =
-        call(&ctx.broker, &ctx.session, ApiKey::ListGroups, 5, &req).await?;
+    let key = (ApiKey::ListGroups, 5);
+    let resp: ListGroupsResponse = call(&ctx.broker, &ctx.session, key.0, key.1, &req).await?;
     if resp.error_code != 0 {
         let why = format!("ListGroups: {}", error_name(resp.error_code));
         return Err(Failure::internal(why));
     }
-    let mut groups: Vec<Value> = resp
-        .groups
+    let mut listed = resp.groups;
+    // On a cluster each broker lists the groups it coordinates: ask the others too, and keep
+    // what this user may describe, as each broker's ListGroups would for them.
+    if ctx.broker.cluster().is_some() {
+        let md = metadata(&ctx, Some(&[])).await?;
+        let all = may(
+            &ctx.broker,
+            &ctx.session,
+            Op::Describe,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        );
+        for node in md
+            .brokers
+            .iter()
+            .map(|b| b.node_id.0)
+            .filter(|n| is_peer(&ctx.broker, *n))
+        {
+            match forward::<_, ListGroupsResponse>(&ctx.broker, node, key, &req).await {
+                Ok(r) if r.error_code == 0 => listed.extend(r.groups.into_iter().filter(|g| {
+                    all || may(
+                        &ctx.broker,
+                        &ctx.session,
+                        Op::Describe,
+                        ResourceType::Group,
+                        &g.group_id,
+                    )
+                })),
+                Ok(r) => tracing::debug!(
+                    "console: ListGroups on broker {node}: error {}",
+                    r.error_code
+                ),
+                Err(e) => tracing::debug!("console: no groups from broker {node}: {e:#}"),
+            }
+        }
+    }
+    let mut groups: Vec<Value> = listed
         .iter()
         .map(|g| {
             json!({
@@ -51,8 +89,27 @@ async fn list_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
         })
         .collect();
     groups.sort_by(|a, b| a["group_id"].as_str().cmp(&b["group_id"].as_str()));
+    groups.dedup_by(|a, b| a["group_id"] == b["group_id"]);
     Ok(json!({ "groups": groups }))
 }
+
+/// The broker coordinating group `id` (FindCoordinator v4), or -1 when it is not known:
+/// the requests about the group are then answered here.
+async fn coordinator(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
+    let mut req = FindCoordinatorRequest::default();
+    req.key_type = 0;
+    req.coordinator_keys = vec![StrBytes::from_string(id.to_string())];
+    let resp: FindCoordinatorResponse =
+        call(&ctx.broker, &ctx.session, ApiKey::FindCoordinator, 4, &req).await?;
+    Ok(resp
+        .coordinators
+        .first()
+        .filter(|c| c.error_code == 0)
+        .map_or(-1, |c| c.node_id.0))
+}
+
+/// NOT_COORDINATOR: another broker coordinates the group.
+const NOT_COORDINATOR: i16 = 16;
 
 pub(super) async fn describe(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     answer(describe_answer(&s, &headers, &uri).await)
@@ -75,11 +132,12 @@ async fn describe_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answe
     let Some(id) = q.get("id").filter(|i| !i.is_empty()) else {
         return Err(Failure::bad_request("id is required"));
     };
-    let mut group = match consumer_group(&ctx, id).await? {
+    let node = coordinator(&ctx, id).await?;
+    let mut group = match consumer_group(&ctx, node, id).await? {
         Some(g) => g,
-        None => classic_group(&ctx, id).await?,
+        None => classic_group(&ctx, node, id).await?,
     };
-    let committed = committed(&ctx, id).await?;
+    let committed = committed(&ctx, node, id).await?;
     // Partitions with a commit or an owner, with the member that owns each.
     let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
     for m in &group.1 {
@@ -131,15 +189,22 @@ async fn describe_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answe
 }
 
 /// A KIP-848 consumer group, or None when the group is not one.
-async fn consumer_group(ctx: &Ctx, id: &str) -> Result<Option<(Value, Vec<Member>)>, Failure> {
+async fn consumer_group(
+    ctx: &Ctx,
+    node: i32,
+    id: &str,
+) -> Result<Option<(Value, Vec<Member>)>, Failure> {
     let mut req = ConsumerGroupDescribeRequest::default();
     req.group_ids = vec![group_id(id)];
-    let resp: ConsumerGroupDescribeResponse = call(
+    let resp: ConsumerGroupDescribeResponse = call_at(
         &ctx.broker,
         &ctx.session,
-        ApiKey::ConsumerGroupDescribe,
-        0,
+        node,
+        (ApiKey::ConsumerGroupDescribe, 0),
         &req,
+        |r: &ConsumerGroupDescribeResponse| {
+            r.groups.iter().any(|g| g.error_code == NOT_COORDINATOR)
+        },
     )
     .await?;
     let Some(g) = resp.groups.into_iter().next().filter(|g| g.error_code == 0) else {
@@ -181,11 +246,18 @@ async fn consumer_group(ctx: &Ctx, id: &str) -> Result<Option<(Value, Vec<Member
     Ok(Some((head, members)))
 }
 
-async fn classic_group(ctx: &Ctx, id: &str) -> Result<(Value, Vec<Member>), Failure> {
+async fn classic_group(ctx: &Ctx, node: i32, id: &str) -> Result<(Value, Vec<Member>), Failure> {
     let mut req = DescribeGroupsRequest::default();
     req.groups = vec![group_id(id)];
-    let resp: DescribeGroupsResponse =
-        call(&ctx.broker, &ctx.session, ApiKey::DescribeGroups, 5, &req).await?;
+    let resp: DescribeGroupsResponse = call_at(
+        &ctx.broker,
+        &ctx.session,
+        node,
+        (ApiKey::DescribeGroups, 5),
+        &req,
+        |r: &DescribeGroupsResponse| r.groups.iter().any(|g| g.error_code == NOT_COORDINATOR),
+    )
+    .await?;
     let Some(g) = resp.groups.into_iter().next() else {
         return Err(Failure::not_found(format!("no group {id}")));
     };
@@ -255,23 +327,44 @@ pub(super) fn consumer_assignment(mut b: Bytes) -> Vec<(String, i32)> {
     }
 }
 
-/// The group's committed offsets (OffsetFetch v8, all topics).
-async fn committed(ctx: &Ctx, id: &str) -> Result<BTreeMap<(String, i32), i64>, Failure> {
+/// The group's committed offsets (OffsetFetch v8, all topics), of the topics the user may
+/// describe.
+async fn committed(
+    ctx: &Ctx,
+    node: i32,
+    id: &str,
+) -> Result<BTreeMap<(String, i32), i64>, Failure> {
     let mut g = OffsetFetchRequestGroup::default();
     g.group_id = group_id(id);
     g.topics = None;
     g.member_epoch = -1;
     let mut req = OffsetFetchRequest::default();
     req.groups = vec![g];
-    let resp: OffsetFetchResponse =
-        call(&ctx.broker, &ctx.session, ApiKey::OffsetFetch, 8, &req).await?;
+    let resp: OffsetFetchResponse = call_at(
+        &ctx.broker,
+        &ctx.session,
+        node,
+        (ApiKey::OffsetFetch, 8),
+        &req,
+        |r: &OffsetFetchResponse| r.groups.iter().any(|g| g.error_code == NOT_COORDINATOR),
+    )
+    .await?;
     let mut out = BTreeMap::new();
     for g in resp.groups {
         if g.error_code != 0 {
             let why = format!("OffsetFetch: {}", error_name(g.error_code));
             return Err(Failure::internal(why));
         }
-        for t in g.topics {
+        let visible = |t: &str| {
+            may(
+                &ctx.broker,
+                &ctx.session,
+                Op::Describe,
+                ResourceType::Topic,
+                t,
+            )
+        };
+        for t in g.topics.into_iter().filter(|t| visible(&t.name)) {
             for p in t.partitions.iter().filter(|p| p.error_code == 0) {
                 out.insert(
                     (t.name.0.to_string(), p.partition_index),

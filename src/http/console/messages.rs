@@ -18,9 +18,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 use serde_json::{Value, json};
 
-use super::cluster::{list_offsets, metadata};
+use super::cluster::{NOT_LEADER_OR_FOLLOWER, leaders, list_offsets, metadata};
 use super::render::{Browse, Partitions, Start, render};
-use super::wire::{call, error_name};
+use super::wire::{call, error_name, forward, is_peer};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
 
@@ -214,7 +214,13 @@ async fn fetch(
     req.session_id = 0;
     req.session_epoch = -1;
     req.topics = vec![ft];
-    let resp: FetchResponse = call(&ctx.broker, &ctx.session, ApiKey::Fetch, 12, &req).await?;
+    let key = (ApiKey::Fetch, 12);
+    let mut resp: FetchResponse = call(&ctx.broker, &ctx.session, key.0, key.1, &req).await?;
+    // Led by another broker of the cluster: read there (the user may read it: this broker
+    // checked that before saying it does not lead the partition).
+    if let Some(leader) = led_elsewhere(ctx, &resp, topic, partition).await? {
+        resp = forward(&ctx.broker, leader, key, &req).await?;
+    }
     if resp.error_code != 0 {
         return Ok((None, Some(error_name(resp.error_code))));
     }
@@ -414,4 +420,32 @@ mod tests {
         }
         assert!(split_batches(&Bytes::from_static(&[0xff; 100])).is_empty());
     }
+}
+
+/// The other broker that leads `partition`, when this broker answered the fetch with
+/// NOT_LEADER_OR_FOLLOWER: from the answer's leader hint, or else the metadata.
+async fn led_elsewhere(
+    ctx: &Ctx,
+    resp: &FetchResponse,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i32>, Failure> {
+    let Some(p) = resp
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == partition)
+        .filter(|p| p.error_code == NOT_LEADER_OR_FOLLOWER)
+    else {
+        return Ok(None);
+    };
+    let mut leader = p.current_leader.leader_id.0;
+    if leader < 0 {
+        let md = metadata(ctx, Some(&[topic.to_string()])).await?;
+        leader = leaders(&md)
+            .get(&(topic.to_string(), partition))
+            .copied()
+            .unwrap_or(-1);
+    }
+    Ok(is_peer(&ctx.broker, leader).then_some(leader))
 }

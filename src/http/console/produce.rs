@@ -18,9 +18,9 @@ use kafka_protocol::records::{
 };
 use serde_json::{Value, json};
 
-use super::cluster::metadata;
+use super::cluster::{NOT_LEADER_OR_FOLLOWER, metadata};
 use super::render::partition_for_key;
-use super::wire::{call, error_name};
+use super::wire::{call_at, error_name};
 use super::{Answer, Failure, admit, answer};
 use crate::http::HttpState;
 
@@ -163,7 +163,27 @@ async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answ
     req.acks = -1;
     req.timeout_ms = 15_000;
     req.topic_data = vec![td];
-    let resp: ProduceResponse = call(&ctx.broker, &ctx.session, ApiKey::Produce, 9, &req).await?;
+    // On a cluster the record goes to the partition's leader; this broker first checks that
+    // the user may write to the topic.
+    let leader = t
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
+        .map_or(-1, |p| p.leader_id.0);
+    let resp: ProduceResponse = call_at(
+        &ctx.broker,
+        &ctx.session,
+        leader,
+        (ApiKey::Produce, 9),
+        &req,
+        |r: &ProduceResponse| {
+            r.responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter())
+                .any(|p| p.error_code == NOT_LEADER_OR_FOLLOWER)
+        },
+    )
+    .await?;
     let p = resp
         .responses
         .iter()
