@@ -40,6 +40,7 @@ fn main() {
         info!("accepted, no effect: {}", config.no_effect.join(", "));
     }
     raise_fd_limit();
+    sluice::log::open_files::set_limit(open_segments_limit(config.open_segments_max));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -95,6 +96,19 @@ fn raise_fd_limit() {
     }
 }
 
+/// The bound on open segment files: `configured`, or with 0 half of the open-file limit
+/// (the rest for connections, indexes being written, checkpoints).
+fn open_segments_limit(configured: usize) -> usize {
+    use nix::sys::resource::{Resource, getrlimit};
+    if configured > 0 {
+        return configured;
+    }
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) if soft != nix::sys::resource::RLIM_INFINITY => (soft / 2).max(64) as usize,
+        _ => sluice::log::open_files::UNBOUNDED,
+    }
+}
+
 /// When opening the logs ran out of file descriptors: how many the log dirs need against
 /// the limit, and how to raise it (empty for any other error).
 fn fd_limit_hint(e: &anyhow::Error, log_dirs: &[std::path::PathBuf]) -> String {
@@ -109,12 +123,14 @@ fn fd_limit_hint(e: &anyhow::Error, log_dirs: &[std::path::PathBuf]) -> String {
     }
     let segments = sluice::log::count_segments(log_dirs);
     let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft);
+    let open = sluice::log::open_files::limit().min(segments);
     format!(
-        ". The broker keeps one file descriptor open per log segment and the log dirs hold \
-         {segments} segments, but the open-file limit (RLIMIT_NOFILE) is {limit}: raise it to at \
-         least {} (`ulimit -n`, or LimitNOFILE= in a systemd unit), as Kafka's documentation \
-         advises for brokers with many partitions",
-        segments + 1024
+        ". The log dirs hold {segments} segments, of which the broker keeps up to {open} open \
+         (sluice.log.open.segments.max), but the open-file limit (RLIMIT_NOFILE) is {limit}: \
+         raise it to at least {} (`ulimit -n`, or LimitNOFILE= in a systemd unit), as Kafka's \
+         documentation advises for brokers with many partitions, or lower \
+         sluice.log.open.segments.max",
+        open + 1024
     )
 }
 

@@ -1,8 +1,9 @@
 //! Start-up: the data directory lock (a second broker on the same directory exits at once and
 //! names the holder; after kill -9 a new broker starts), config/server.properties starting the
 //! broker as shipped, configuration errors naming FILE:LINE, the start-up lines, and the log
-//! filter variables, and an open-file limit too low for the logs (the message names the limit
-//! needed). Every test runs the real binary.
+//! filter variables, an open-file limit too low for the segment files kept open (the message
+//! names the limit needed), and more segments than descriptors served under the bound on open
+//! segment files, across a kill -9. Every test runs the real binary.
 
 mod common;
 
@@ -288,32 +289,42 @@ fn spawn_limited(args: &[String], log: &Path, limit: u64) -> Child {
     cmd.spawn().expect("start sluice")
 }
 
-#[test]
-fn too_few_file_descriptors_for_the_logs_stop_start_up_naming_the_limit_needed() {
+/// A stopped broker's data dir holding `partitions` partitions of topic `topic` (one segment
+/// each), and the arguments that start a broker on it on a new port.
+fn data_with_partitions(topic: &str, partitions: i32) -> (TestBroker, u16, Vec<String>) {
     let mut b = TestBroker::start(&[]);
     let mut c = b.connect();
-    let req = common::create_topic_request("many", 400, 1, &[]);
+    let req = common::create_topic_request(topic, partitions, 1, &[]);
     let r: kafka_protocol::messages::CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
     assert_eq!(r.topics[0].error_code, 0);
     drop(c);
     assert_eq!(b.terminate(), Some(0));
-    let dir = b.data_dir();
-    let tmp = tempfile::tempdir().unwrap();
     let port = free_port();
     let args = [
         ovr(&format!("listeners=PLAINTEXT://127.0.0.1:{port}")),
-        ovr(&format!("log.dirs={}", dir.display())),
+        ovr(&format!("log.dirs={}", b.data_dir().display())),
     ]
     .concat();
+    (b, port, args)
+}
 
-    // A limit of 256 the broker cannot raise: 400 segments do not fit.
+#[test]
+fn too_few_file_descriptors_for_the_logs_stop_start_up_naming_the_limit_needed() {
+    let (_b, port, mut args) = data_with_partitions("many", 400);
+    let tmp = tempfile::tempdir().unwrap();
+    // Every segment kept open (a bound above the 400 segments) under a limit of 256 the
+    // broker cannot raise: they do not fit.
+    args.extend(ovr("sluice.log.open.segments.max=1000"));
     let log = tmp.path().join("limited.log");
     let mut child = spawn_limited(&args, &log, 256);
     assert_eq!(wait_exit(&mut child), Some(1));
     let text = std::fs::read_to_string(&log).unwrap();
     let last = text.lines().last().unwrap_or_default();
     assert!(last.contains("Too many open files"), "{text}");
-    assert!(last.contains("the log dirs hold 400 segments"), "{text}");
+    assert!(
+        last.contains("log dirs hold 400 segments, of which the broker keeps up to 400 open"),
+        "{text}"
+    );
     assert!(
         last.contains("the open-file limit (RLIMIT_NOFILE) is 256"),
         "{text}"
@@ -325,6 +336,64 @@ fn too_few_file_descriptors_for_the_logs_stop_start_up_naming_the_limit_needed()
     let mut child = spawn_limited(&args, &log, 1424);
     wait_listening(&mut child, port, &log);
     assert!(serves(port));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The descriptors process `pid` holds.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn more_segments_than_file_descriptors_run_under_the_default_bound_and_survive_kill9() {
+    const PARTITIONS: i32 = 400;
+    let (_b, port, args) = data_with_partitions("wide", PARTITIONS);
+    let tmp = tempfile::tempdir().unwrap();
+    // A limit of 256: the default bound keeps at most 128 segment files open.
+    let log = tmp.path().join("bounded.log");
+    let mut child = spawn_limited(&args, &log, 256);
+    wait_listening(&mut child, port, &log);
+    let mut c = Client::connect(port);
+    let value = |p: i32| format!("value of partition {p}").into_bytes();
+    let mut most = 0;
+    for p in 0..PARTITIONS {
+        let batch = common::record_batch(&[&value(p)], 1_700_000_000_000);
+        let r = common::produce_one(&mut c, "wide", p, batch);
+        assert_eq!((r.error_code, r.base_offset), (0, 0), "produce to wide-{p}");
+        most = most.max(open_fds(child.id()));
+    }
+    let read = |c: &mut Client, p: i32| {
+        let resp = common::fetch_one(c, 12, "wide", uuid::Uuid::nil(), p, 0);
+        let part = &resp.responses[0].partitions[0];
+        assert_eq!(part.error_code, 0, "fetch of wide-{p}");
+        let mut bytes = part.records.clone().unwrap_or_default();
+        let batches = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut bytes).unwrap();
+        batches
+            .iter()
+            .flat_map(|b| b.records.iter())
+            .map(|r| r.value.clone().unwrap_or_default().to_vec())
+            .collect::<Vec<_>>()
+    };
+    for p in (0..PARTITIONS).rev() {
+        assert_eq!(read(&mut c, p), [value(p)], "wide-{p} before the kill");
+        most = most.max(open_fds(child.id()));
+    }
+    // 128 segment files, the listener, the client, the data dir lock, the runtime's own.
+    assert!(most <= 128 + 64, "the broker held {most} descriptors");
+    drop(c);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // kill -9, then the same limit: every acknowledged record is there.
+    let log = tmp.path().join("after-kill.log");
+    let mut child = spawn_limited(&args, &log, 256);
+    wait_listening(&mut child, port, &log);
+    let mut c = Client::connect(port);
+    for p in 0..PARTITIONS {
+        assert_eq!(read(&mut c, p), [value(p)], "wide-{p} after kill -9");
+    }
+    assert!(open_fds(child.id()) <= 128 + 64);
     let _ = child.kill();
     let _ = child.wait();
 }

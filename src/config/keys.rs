@@ -286,6 +286,14 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Boolean,
         default: Some("true"),
     },
+    // The most segment `.log` files kept open at once; past it the least recently used are
+    // closed and reopened when next used. 0: half of the open-file limit (RLIMIT_NOFILE,
+    // raised to its hard limit at start-up), the other half left to connections.
+    KafkaKey {
+        name: "sluice.log.open.segments.max",
+        ty: KafkaType::Int,
+        default: Some("0"),
+    },
 ];
 
 /// The StandardAuthorizer's own properties: Kafka passes every broker property to the

@@ -81,6 +81,9 @@ pub struct BrokerConfig {
     /// listener, and whether it may produce records.
     pub console_enabled: bool,
     pub console_read_only: bool,
+    /// `sluice.log.open.segments.max`: the most segment files kept open (0: half of the
+    /// open-file limit).
+    pub open_segments_max: usize,
     /// The KRaft settings, when `process.roles` makes this node part of a replicated cluster.
     pub cluster: Option<ClusterConfig>,
     /// The authorizer's settings when `authorizer.class.name` names one (ACLs are then
@@ -545,6 +548,7 @@ impl BrokerConfig {
             http_listener: HttpListener::parse(&p)?,
             console_enabled: p.boolean("sluice.console.enabled")?,
             console_read_only: p.boolean("sluice.console.read.only")?,
+            open_segments_max: p.num_at_least::<i32>("sluice.log.open.segments.max", 0)? as usize,
             cluster,
             authorizer: parse_authorizer(&p)?,
             sasl,

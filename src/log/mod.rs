@@ -43,6 +43,7 @@ pub mod dir_move;
 pub mod index_file;
 pub mod leader_epoch;
 pub mod offset_index;
+pub mod open_files;
 pub mod partition_log;
 pub mod segment;
 pub mod time_index;

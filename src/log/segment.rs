@@ -17,6 +17,7 @@ use tracing::warn;
 
 use super::batch::{self, BatchHeader, HEADER_SIZE};
 use super::offset_index::OffsetIndex;
+use super::open_files::LogFile;
 use super::partition_log::LogConfig;
 use super::time_index::TimeIndex;
 use super::txn_index::{TXN_INDEX_SUFFIX, TxnIndex};
@@ -113,8 +114,8 @@ impl<'a> FileReader<'a> {
 
 pub struct Segment {
     base_offset: i64,
-    log: Arc<File>,
-    log_path: PathBuf,
+    /// The `.log` file, closed while idle when the process keeps too many open.
+    log: LogFile,
     size: u64,
     next_offset: i64,
     offset_index: OffsetIndex,
@@ -144,8 +145,7 @@ impl Segment {
     ) -> Segment {
         Segment {
             base_offset,
-            log: Arc::new(log),
-            log_path,
+            log: LogFile::new(log, log_path),
             size,
             next_offset: base_offset,
             offset_index: idx,
@@ -205,7 +205,7 @@ impl Segment {
     /// An `Err` means the segment needs [`Segment::recover`].
     pub fn load_state(&mut self) -> Result<(), String> {
         if self.size > u32::MAX as u64 {
-            return Err(format!("{}: larger than 4 GiB", self.log_path.display()));
+            return Err(format!("{}: larger than 4 GiB", self.log.path().display()));
         }
         self.offset_index.sanity_check(self.size)?;
         self.scan_tail()?;
@@ -225,20 +225,24 @@ impl Segment {
             None => (-1, self.base_offset),
         };
         let mut next = self.base_offset;
-        let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        let log = self
+            .log
+            .get()
+            .map_err(|e| format!("{}: {e}", self.log.path().display()))?;
+        let mut reader = FileReader::new(&log, self.size, SCAN_CHUNK);
         let mut pos = start;
         let mut first = true;
         while pos < self.size {
             let h = reader
                 .header(pos)
-                .map_err(|e| format!("{}: {e}", self.log_path.display()))?;
+                .map_err(|e| format!("{}: {e}", self.log.path().display()))?;
             if first
                 && let Some(e) = last
                 && h.last_offset() != e.offset
             {
                 return Err(format!(
                     "{}: index entry {} points at a batch ending at {}",
-                    self.log_path.display(),
+                    self.log.path().display(),
                     e.offset,
                     h.last_offset()
                 ));
@@ -248,7 +252,7 @@ impl Segment {
             if h.base_offset < next {
                 return Err(format!(
                     "{}: batch at {pos} has offset {} below {next}",
-                    self.log_path.display(),
+                    self.log.path().display(),
                     h.base_offset
                 ));
             }
@@ -273,13 +277,21 @@ impl Segment {
             return None;
         }
         let mut head = [0u8; HEADER_SIZE];
-        let ts = if self.size >= HEADER_SIZE as u64 && self.log.read_exact_at(&mut head, 0).is_ok()
+        let ts = if self.size >= HEADER_SIZE as u64
+            && self
+                .log
+                .get()
+                .is_ok_and(|f| f.read_exact_at(&mut head, 0).is_ok())
         {
             BatchHeader::parse(&head, 0).map_or(-1, |h| h.max_timestamp)
         } else {
             -1
         };
-        Some(if ts >= 0 { ts } else { mtime_ms(&self.log) })
+        Some(if ts >= 0 {
+            ts
+        } else {
+            self.log.get().map_or(0, |f| mtime_ms(&f))
+        })
     }
 
     /// Validates every batch (length, magic, CRC, increasing offsets), cuts the
@@ -288,8 +300,9 @@ impl Segment {
     pub fn recover(&mut self) -> io::Result<u64> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
-        let file_len = self.log.metadata()?.len();
-        let mut reader = FileReader::new(&self.log, file_len, RECOVERY_CHUNK);
+        let log = self.log.get()?;
+        let file_len = log.metadata()?.len();
+        let mut reader = FileReader::new(&log, file_len, RECOVERY_CHUNK);
         let mut pos = 0u64;
         let mut last_index_pos = 0u64;
         let mut next = self.base_offset;
@@ -301,13 +314,13 @@ impl Segment {
             let h = match batch::parse_header_checked(head, pos, available) {
                 Ok(h) => h,
                 Err(e) => {
-                    warn!(segment = %self.log_path.display(), "recovery: {e}");
+                    warn!(segment = %self.log.path().display(), "recovery: {e}");
                     break;
                 }
             };
             let total = h.total_size() as u64;
             if !batch::verify_crc(reader.bytes(pos, total as usize)?) {
-                warn!(segment = %self.log_path.display(), position = pos, "recovery: CRC mismatch");
+                warn!(segment = %self.log.path().display(), position = pos, "recovery: CRC mismatch");
                 break;
             }
             if h.base_offset < next
@@ -315,7 +328,7 @@ impl Segment {
                 || h.last_offset() - self.base_offset > i32::MAX as i64
                 || pos + total > u32::MAX as u64
             {
-                warn!(segment = %self.log_path.display(), position = pos, "recovery: bad offsets");
+                warn!(segment = %self.log.path().display(), position = pos, "recovery: bad offsets");
                 break;
             }
             if h.max_timestamp > max_ts {
@@ -332,8 +345,8 @@ impl Segment {
         }
         let truncated = file_len - pos;
         if truncated > 0 {
-            warn!(segment = %self.log_path.display(), valid_bytes = pos, truncated, "truncating corrupt tail");
-            self.log.set_len(pos)?;
+            warn!(segment = %self.log.path().display(), valid_bytes = pos, truncated, "truncating corrupt tail");
+            log.set_len(pos)?;
         }
         self.size = pos;
         self.next_offset = next;
@@ -363,12 +376,18 @@ impl Segment {
         self.next_offset
     }
 
-    pub fn file(&self) -> &Arc<File> {
-        &self.log
+    /// The `.log` file, opened again if it was closed while idle.
+    pub fn file(&self) -> io::Result<Arc<File>> {
+        self.log.get()
     }
 
     pub fn log_path(&self) -> &Path {
-        &self.log_path
+        self.log.path()
+    }
+
+    /// The `.log` file's handle in the process's table of open segment files.
+    pub fn log_file(&self) -> &LogFile {
+        &self.log
     }
 
     /// Largest batch max timestamp seen, -1 if none.
@@ -386,7 +405,7 @@ impl Segment {
         if self.max_timestamp >= 0 {
             self.max_timestamp
         } else {
-            mtime_ms(&self.log)
+            self.log.get().map_or(0, |f| mtime_ms(&f))
         }
     }
 
@@ -438,9 +457,10 @@ impl Segment {
             return Ok(());
         };
         let start = self.size;
-        if let Err(e) = self.log.write_all_at(buf, start) {
+        let log = self.log.get()?;
+        if let Err(e) = log.write_all_at(buf, start) {
             // leave no partial batch behind the tracked size
-            let _ = self.log.set_len(start);
+            let _ = log.set_len(start);
             return Err(e);
         }
         self.size += buf.len() as u64;
@@ -476,7 +496,8 @@ impl Segment {
             return Ok(None);
         }
         let mut pos = self.offset_index.lookup(target).position as u64;
-        let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        let log = self.log.get()?;
+        let mut reader = FileReader::new(&log, self.size, SCAN_CHUNK);
         while pos < self.size {
             let h = reader.header(pos)?;
             if h.last_offset() >= target {
@@ -492,7 +513,8 @@ impl Segment {
         let Some((mut pos, _)) = self.translate_offset(from)? else {
             return Ok(());
         };
-        let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        let log = self.log.get()?;
+        let mut reader = FileReader::new(&log, self.size, SCAN_CHUNK);
         while pos < self.size {
             let h = reader.header(pos)?;
             f(&h);
@@ -523,7 +545,8 @@ impl Segment {
         {
             end = e.position as u64;
         }
-        let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        let log = self.log.get()?;
+        let mut reader = FileReader::new(&log, self.size, SCAN_CHUNK);
         let mut upper = self.next_offset;
         while end < self.size {
             let h = reader.header(end)?;
@@ -544,7 +567,7 @@ impl Segment {
     /// Reads one whole batch.
     pub fn read_batch(&self, position: u64, header: &BatchHeader) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; header.total_size()];
-        self.log.read_exact_at(&mut buf, position)?;
+        self.log.get()?.read_exact_at(&mut buf, position)?;
         Ok(buf)
     }
 
@@ -560,7 +583,8 @@ impl Segment {
         }
         let from = self.time_index.lookup(target).offset.max(start_offset);
         let mut pos = self.offset_index.lookup(from).position as u64;
-        let mut reader = FileReader::new(&self.log, self.size, SCAN_CHUNK);
+        let log = self.log.get()?;
+        let mut reader = FileReader::new(&log, self.size, SCAN_CHUNK);
         while pos < self.size {
             let h = reader.header(pos)?;
             let total = h.total_size();
@@ -605,7 +629,7 @@ impl Segment {
         };
         self.offset_index.truncate_to_position(pos)?;
         self.time_index.truncate_to(h.base_offset)?;
-        self.log.set_len(pos)?;
+        self.log.get()?.set_len(pos)?;
         let removed = self.size - pos;
         self.size = pos;
         self.scan_tail().map_err(invalid_data)?;
@@ -625,7 +649,7 @@ impl Segment {
 
     /// fdatasync of the log and the indexes.
     pub fn flush(&self) -> io::Result<()> {
-        self.log.sync_data()?;
+        self.log.get()?.sync_data()?;
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.txn_index.flush()
@@ -633,7 +657,7 @@ impl Segment {
 
     /// Removes the segment's files. Open readers keep the data.
     pub fn delete(self) -> io::Result<()> {
-        let log = std::fs::remove_file(&self.log_path);
+        let log = std::fs::remove_file(self.log.path());
         self.offset_index.delete()?;
         self.time_index.delete()?;
         self.txn_index.delete()?;

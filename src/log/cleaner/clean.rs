@@ -22,6 +22,7 @@ use super::throttle::Throttle;
 use crate::log::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::log::control::parse_end_txn_marker;
 use crate::log::offset_index::OffsetIndex;
+use crate::log::open_files::LogFile;
 use crate::log::segment::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use crate::log::time_index::TimeIndex;
 use crate::log::txn_index::{AbortedTxn, TXN_INDEX_SUFFIX, TxnIndex};
@@ -40,11 +41,12 @@ pub const SEGMENT_SUFFIXES: [&str; 4] = [
     LOG_SUFFIX,
 ];
 
-/// An inactive segment as the cleaner reads it.
+/// An inactive segment as the cleaner reads it: its file is opened (if the process's bound
+/// on open segment files closed it) only when the cleaner reads it.
 #[derive(Debug, Clone)]
 pub struct SegmentSnapshot {
     pub info: SegmentInfo,
-    pub file: Arc<File>,
+    pub file: LogFile,
 }
 
 /// Everything one cleaning needs, taken from the log and its producer state under their
@@ -195,7 +197,8 @@ fn build_offset_map(input: &CleanInput, map: &mut OffsetMap) -> io::Result<u64> 
         if s.info.base_offset >= input.end_offset {
             break;
         }
-        let mut reader = BatchReader::new(&s.file, s.info.size);
+        let file = s.file.get()?;
+        let mut reader = BatchReader::new(&file, s.info.size);
         while let Some((h, bytes)) = reader.next_batch()? {
             read += h.total_size() as u64;
             input.charge(h.total_size() as u64);
@@ -377,7 +380,8 @@ fn clean_group(
         out.pending_delete_horizon = Some(out.pending_delete_horizon.map_or(h, |p| p.min(h)));
     };
     for s in group {
-        let mut reader = BatchReader::new(&s.file, s.info.size);
+        let file = s.file.get()?;
+        let mut reader = BatchReader::new(&file, s.info.size);
         while let Some((h, bytes)) = reader.next_batch()? {
             out.bytes_read += h.total_size() as u64;
             input.charge(h.total_size() as u64);

@@ -13,7 +13,6 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 
 use tracing::{info, warn};
 
@@ -147,7 +146,7 @@ impl Log {
                     largest_timestamp: s.largest_timestamp(),
                     first_batch_timestamp: s.roll_base_ms().unwrap_or(-1),
                 },
-                file: Arc::clone(s.file()),
+                file: s.log_file().clone(),
             })
             .collect()
     }

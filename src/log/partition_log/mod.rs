@@ -520,7 +520,7 @@ impl Log {
                 let (len, end_offset) =
                     seg.read_len(position, max_bytes, max_offset_exclusive, min_one_batch)?;
                 return Ok(ReadSlice {
-                    file: Arc::clone(seg.file()),
+                    file: seg.file()?,
                     position,
                     len,
                     first_batch_offset: h.base_offset,
@@ -531,7 +531,7 @@ impl Log {
         }
         let active = self.active();
         Ok(ReadSlice {
-            file: Arc::clone(active.file()),
+            file: active.file()?,
             position: active.size(),
             len: 0,
             first_batch_offset: offset,
