@@ -87,7 +87,7 @@ impl FetchSlice {
 
     fn of(s: crate::log::ReadSlice) -> FetchSlice {
         FetchSlice {
-            file: Some(s.file),
+            file: s.file,
             position: s.position,
             len: s.len,
             aborted: None,

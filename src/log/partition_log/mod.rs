@@ -106,7 +106,8 @@ pub enum ReadError {
 /// is deleted meanwhile.
 #[derive(Debug, Clone)]
 pub struct ReadSlice {
-    pub file: Arc<File>,
+    /// The segment's file; None for an empty slice (an idle segment is not reopened for it).
+    pub file: Option<Arc<File>>,
     pub position: u64,
     pub len: usize,
     /// Base offset of the first batch (may be below the offset asked for).
@@ -126,7 +127,9 @@ impl ReadSlice {
     /// Copies the bytes out.
     pub fn read_to_vec(&self) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; self.len];
-        self.file.read_exact_at(&mut buf, self.position)?;
+        if let Some(f) = &self.file {
+            f.read_exact_at(&mut buf, self.position)?;
+        }
         Ok(buf)
     }
 }
@@ -520,7 +523,7 @@ impl Log {
                 let (len, end_offset) =
                     seg.read_len(position, max_bytes, max_offset_exclusive, min_one_batch)?;
                 return Ok(ReadSlice {
-                    file: seg.file()?,
+                    file: if len == 0 { None } else { Some(seg.file()?) },
                     position,
                     len,
                     first_batch_offset: h.base_offset,
@@ -531,7 +534,7 @@ impl Log {
         }
         let active = self.active();
         Ok(ReadSlice {
-            file: active.file()?,
+            file: None,
             position: active.size(),
             len: 0,
             first_batch_offset: offset,

@@ -343,7 +343,10 @@ fn read_jumps_with_index_and_stays_in_one_segment() {
             .unwrap();
         let whole = {
             let mut v = vec![0u8; (seg.size() - s.position) as usize];
-            s.file.read_exact_at(&mut v, s.position).unwrap();
+            seg.file()
+                .unwrap()
+                .read_exact_at(&mut v, s.position)
+                .unwrap();
             v
         };
         let mut expect = 0usize;
