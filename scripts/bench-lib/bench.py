@@ -275,9 +275,15 @@ class Bench:
             self.n_native = {100: 600_000, 1024: 200_000, 16384: 15_000}
         self.throttled_s = 1.5 if self.quick else 2.0
         self.consume_passes = 1 if self.quick else 2
-        self.parts = 1_000 if self.quick else 10_000
+        # Partition counts of the many-partitions steps (each a topic of its own, created,
+        # produced to round-robin, consumed, then polled for the fetch cost).
+        # 100,000 on Sluice only: Kafka keeps about one descriptor open per two partitions and
+        # this machine allows 20,000 per process (not raisable here), so Kafka cannot hold them.
+        self.part_steps = [1_000] if self.quick else [1_000, 10_000, 100_000]
         self.parts_records = 20_000 if self.quick else 100_000
-        self.conns = 500 if self.quick else 2_000
+        self.conns = 500 if self.quick else 10_000
+        # Fetch cost: fetches per (partitions, mode), bounded in count and time.
+        self.fetches, self.fetch_s = (50_000, 1.0) if self.quick else (100_000, 2.0)
 
     # --- bookkeeping ------------------------------------------------------------------------
 
@@ -407,6 +413,11 @@ class Bench:
             with kwire.connect(self.port) as s:
                 self.sluice_groups = 11 in kwire.api_versions(s)
 
+        # Idle connections first, on the fresh broker: RSS growth after the other workloads
+        # would partly land in memory they freed.
+        if want("connections"):
+            self.connections(rep, kind, b)
+
         # Warm-up (not reported): lets the JVM compile its hot paths before anything is timed,
         # and gives both brokers the same history.
         self.create("warmup")
@@ -460,12 +471,19 @@ class Bench:
                             "-mode", "produce", "-topic", topic, "-size", str(size), "-count",
                             str(count), "-acks", acks, "-rate", str(rate), "-linger", "0s"))
                     self.record(rep, kind, name, rate=rate, **r)
+        # Eight producer connections at once, one partition each.
+        for size in (100, 1024):
+            for acks in ACKS:
+                name = f"produce8-native-{size}-acks{acks}"
+                if want(name):
+                    self.produce_conns(rep, kind, b, name, size, acks, 8)
         if want("consume-java"):
             self.consume_java(rep, kind, b)
-        if want("partitions"):
-            self.many_partitions(rep, kind, b)
-        if want("connections"):
-            self.connections(rep, kind, b)
+        if want("fetch-"):
+            self.fetch_topic(rep, kind, b, "fetch-10", 10, 1_000)
+        for n in self.part_steps:
+            if want("partitions") or want("fetch-"):
+                self.many_partitions(rep, kind, b, n, with_create=want("partitions"))
         self.record(rep, kind, "end", rss_mb=b.rss() / 2**20, fds=proc_fds(b.pid))
 
     def consume(self, rep, kind, b, topic, size, count, name=None):
@@ -561,10 +579,49 @@ class Bench:
             r["broker_cpu_s_per_gib"] = r["broker_cpu_s"] / (r["bytes"] / 2**30)
         self.record(rep, kind, "consume-java-1024", **r)
 
-    def many_partitions(self, rep, kind, b):
-        name, n = "parts", self.parts
+    def produce_conns(self, rep, kind, b, name, size, acks, conns):
+        """`conns` native producers at once, each on its own connection to its own partition
+        of one topic; MB/s = all their bytes over the longest one's time."""
+        topic = name.replace("produce8-native-", "p8-")
+        self.create(topic, conns)
+        count = max(1000, self.n_native[size] // conns)
+
+        def go():
+            outs = [None] * conns
+
+            def one(i):
+                outs[i] = self.native("-mode", "produce", "-topic", topic, "-partition", str(i),
+                                      "-size", str(size), "-count", str(count), "-acks", acks)
+            ts = [threading.Thread(target=one, args=(i,)) for i in range(conns)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            errs = [o["error"] for o in outs if o and "error" in o]
+            if errs or any(o is None for o in outs):
+                return {"error": (errs or ["a producer did not report"])[0]}
+            secs = max(o["seconds"] for o in outs)
+            total = sum(o["bytes"] for o in outs)
+            return {"client": "native", "connections": conns,
+                    "records": sum(o["records"] for o in outs), "bytes": total,
+                    "seconds": secs, "mb_s": total / secs / 1e6,
+                    "rec_s": sum(o["records"] for o in outs) / secs,
+                    "client_cpu_s": sum(o.get("client_cpu_s") or 0 for o in outs)}
+        self.record(rep, kind, name, **self.measure(b, go))
+
+    def many_partitions(self, rep, kind, b, n, with_create=True):
+        """A topic of n partitions: created (time until every partition has a leader, RSS,
+        descriptors), produced to round-robin, consumed from the start over all partitions,
+        then the fetch cost of polling all of them."""
+        name = f"parts-{n}"
+        if kind == "kafka" and n > 10_000:
+            why = ("not run: Kafka keeps every segment open (about 5,200 descriptors for "
+                   "10,000 partitions) and this machine's limit is 20,000 per process")
+            for w in ("create", "produce", "consume"):
+                self.record(rep, kind, f"partitions-{n}-{w}", skipped=why)
+            return
         # As in measure(): with the earlier workloads' data still being written back, every
-        # fsync (Sluice syncs each new partition) waits for it (ext4 ordered mode).
+        # fsync waits for it (ext4 ordered mode).
         subprocess.run(["sync"], check=False)
         rss0 = b.rss()
         c0 = b.cpu()
@@ -574,14 +631,101 @@ class Bench:
             self.record(rep, kind, f"partitions-{n}-create", error=str(e)[-300:],
                         rss_mb=(b.rss() or 0) / 2**20)
             return
-        self.record(rep, kind, f"partitions-{n}-create", seconds=t_ready, response_s=t_resp, how=how,
-                    broker_cpu_s=b.cpu() - c0, rss_mb=b.rss() / 2**20,
-                    rss_growth_mb=(b.rss() - rss0) / 2**20, fds=proc_fds(b.pid))
+        if with_create:
+            self.record(rep, kind, f"partitions-{n}-create", seconds=t_ready, response_s=t_resp,
+                        how=how, broker_cpu_s=b.cpu() - c0, rss_mb=b.rss() / 2**20,
+                        rss_growth_mb=(b.rss() - rss0) / 2**20, fds=proc_fds(b.pid))
+        self.fetch_topic(rep, kind, b, name, n, self.parts_records,
+                         prefix=f"partitions-{n}" if with_create else None)
+
+    def fetch_topic(self, rep, kind, b, topic, n, records, prefix=None):
+        """Fills `topic` (n partitions; created here unless it exists) round-robin with
+        `records` records of 100 B, reads them all back with Fetch over every partition
+        (recorded as <prefix>-produce and <prefix>-consume when a prefix is given), then
+        measures fetch-<n>-full and fetch-<n>-session at the high watermarks."""
+        if not topic.startswith("parts-"):
+            self.create(topic, n)
         r = self.measure(b, lambda: self.native(
-            "-mode", "produce", "-topic", name, "-partition", "-1", "-size", "100",
-            "-count", str(self.parts_records), "-acks", "1"))
+            "-mode", "produce", "-topic", topic, "-partition", "-1", "-size", "100",
+            "-count", str(records), "-acks", "1"))
         r["rss_mb"] = b.rss() / 2**20
-        self.record(rep, kind, f"partitions-{n}-produce", **r)
+        if prefix:
+            self.record(rep, kind, f"{prefix}-produce", **r)
+        if "error" in r:
+            return
+        c = self.measure(b, lambda: self.consume_all(topic, n, r["records"]))
+        offsets = c.pop("offsets", None)
+        if prefix:
+            self.record(rep, kind, f"{prefix}-consume", **c)
+        if offsets is None:
+            return
+        for mode in ("full", "session"):
+            self.record(rep, kind, f"fetch-{n}-{mode}",
+                        **self.fetch_cost(b, topic, offsets, mode == "session"))
+
+    def consume_all(self, topic, n, expected, timeout=120):
+        """Reads every partition of `topic` from offset 0 with Fetch v11 over all partitions
+        until `expected` records came back; the next offset of each partition."""
+        offsets = {p: 0 for p in range(n)}
+        got, corr = 0, 0
+        t0 = time.monotonic()
+        with kwire.connect(self.port, timeout=60) as s:
+            while got < expected and time.monotonic() - t0 < timeout:
+                corr += 1
+                _, _, err, _, parts = kwire.fetch_send(s, kwire.fetch_request(topic, offsets), corr)
+                if err:
+                    return {"error": f"Fetch error {err}"}
+                moved = False
+                for p, (perr, _hw, records) in parts.items():
+                    if perr or p not in offsets:
+                        continue
+                    k, nxt = kwire.batches_end(records)
+                    if nxt is not None and nxt > offsets[p]:
+                        offsets[p], got, moved = nxt, got + k, True
+                if not moved:
+                    time.sleep(0.01)
+        secs = time.monotonic() - t0
+        out = {"records": got, "seconds": secs, "rec_s": got / secs, "fetches": corr}
+        if got < expected:
+            out["error"] = f"read {got} of {expected} records in {secs:.0f} s"
+        else:
+            out["offsets"] = offsets
+        return out
+
+    def fetch_cost(self, b, topic, offsets, session):
+        """Polls every partition of `topic` at `offsets` (nothing new to read) with max wait 0:
+        without a session every request names every partition and every answer lists them;
+        in an incremental session (KIP-227), after the full fetch that opens it, requests
+        and answers carry only what changed, here nothing. Broker CPU µs, wall ms, request
+        and response bytes per fetch."""
+        with kwire.connect(self.port, timeout=60) as s:
+            sid, epoch, corr = 0, -1, 1
+            if session:
+                _, _, err, sid, _ = kwire.fetch_send(s, kwire.fetch_request(topic, offsets, 0, 0))
+                if err or not sid:
+                    return {"error": f"no fetch session (error {err}, session id {sid})"}
+                epoch = 1
+            body = kwire.fetch_request(topic, offsets)
+            count, req_b, resp_b, parts_back = 0, 0, 0, 0
+            subprocess.run(["sync"], check=False)
+            c0 = b.cpu()
+            t0 = time.monotonic()
+            while count < self.fetches and time.monotonic() - t0 < self.fetch_s:
+                if session:
+                    body = kwire.fetch_request(topic, {}, sid, epoch)
+                    epoch += 1
+                corr += 1
+                rq, rs, err, _, parts = kwire.fetch_send(s, body, corr)
+                if err:
+                    return {"error": f"Fetch error {err} after {count} fetches"}
+                count += 1
+                req_b, resp_b, parts_back = req_b + rq, resp_b + rs, parts_back + len(parts)
+            wall = time.monotonic() - t0
+            cpu = b.cpu() - c0
+        return {"fetches": count, "partitions": len(offsets), "session": session,
+                "broker_cpu_s": cpu, "wall_s": wall, "cpu_us_per_fetch": cpu / count * 1e6,
+                "ms_per_fetch": wall / count * 1000, "request_bytes": req_b / count,
+                "response_bytes": resp_b / count, "partitions_answered": parts_back / count}
 
     def connections(self, rep, kind, b):
         """Opens N connections, each answering one ApiVersions, holds them, then checks that the

@@ -1,5 +1,6 @@
 """Minimal Kafka wire client for scripts/bench: just the requests the benchmark itself sends
-(ApiVersions v0, Metadata v4, CreateTopics v2), hand-encoded, blocking sockets."""
+(ApiVersions v0, Metadata v4, CreateTopics v2, CreatePartitions v1, Fetch v11 with and without
+an incremental fetch session), hand-encoded, blocking sockets."""
 
 import socket
 import struct
@@ -177,3 +178,62 @@ def create_partitions(sock, name, total, timeout_ms=120000, corr=1):
     r.string()
     err = r.take(">h")
     return err, r.string()
+
+
+def fetch_request(topic, offsets, session_id=0, epoch=-1, max_bytes=64 << 20,
+                  partition_max_bytes=1 << 20):
+    """The body of a Fetch v11 of `topic` from `offsets` ({partition: offset}; in an
+    incremental session only the partitions that changed), max wait 0, min bytes 0.
+    session_id 0 with epoch -1: no session; 0 with epoch 0: open one (KIP-227)."""
+    body = struct.pack(">iiiibii", -1, 0, 0, max_bytes, 0, session_id, epoch)
+    if offsets:
+        body += struct.pack(">i", 1) + _str(topic) + struct.pack(">i", len(offsets))
+        body += b"".join(struct.pack(">iiqqi", p, -1, o, -1, partition_max_bytes)
+                         for p, o in sorted(offsets.items()))
+    else:
+        body += struct.pack(">i", 0)
+    body += struct.pack(">i", 0) + _str("")  # no forgotten topics; rack ""
+    return body
+
+
+def fetch_send(sock, body, corr=1):
+    """Sends a Fetch v11 body; returns (request bytes, response bytes, top-level error,
+    session id, {partition: (error, high watermark, records bytes)})."""
+    req = frame(1, 11, corr, body)
+    sock.sendall(req)
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    data = recv_exact(sock, size)
+    r = Reader(data[4:])
+    r.take(">i")  # throttle
+    err, session = r.take(">hi")
+    parts = {}
+    for _ in range(r.take(">i")):
+        r.string()
+        for _ in range(r.take(">i")):
+            idx, perr, hw = r.take(">ihq")
+            r.take(">qq")  # last stable offset, log start offset
+            n = r.take(">i")  # aborted transactions (nullable)
+            r.p += 16 * max(0, n)
+            r.take(">i")  # preferred read replica
+            length = r.take(">i")
+            records = b""
+            if length > 0:
+                records = r.d[r.p:r.p + length]
+                r.p += length
+            parts[idx] = (perr, hw, records)
+    return len(req), 4 + size, err, session, parts
+
+
+def batches_end(records):
+    """(record count, next offset) of the v2 record batches in `records`."""
+    count, nxt, p = 0, None, 0
+    while p + 61 <= len(records):
+        base, length = struct.unpack_from(">qi", records, p)
+        if p + 12 + length > len(records):
+            break
+        (last_delta,) = struct.unpack_from(">i", records, p + 23)
+        (n,) = struct.unpack_from(">i", records, p + 57)
+        count += n
+        nxt = base + last_delta + 1
+        p += 12 + length
+    return count, nxt

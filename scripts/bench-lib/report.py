@@ -141,6 +141,26 @@ def tables(res):
                     f" | {fmt(r)} | {sk} | {ss} |")
     add("")
 
+    p8 = res.workloads("produce8-")
+    if p8:
+        add("### Produce throughput, eight connections (native, one partition each, MB/s)")
+        add("")
+        add("Eight native producers at once, each on its own connection to its own partition "
+            "of one topic; MB/s = all their bytes over the longest one's time. Beside it the "
+            "one-connection row of the same size and acks.")
+        add("")
+        add("| workload | Kafka | Sluice | ratio | one connection: ratio | CPU % Kafka | "
+            "CPU % Sluice |")
+        add("|---|---|---|---|---|---|---|")
+        for w in p8:
+            _, _, size, acks = w.split("-")
+            one = f"produce-native-{size}-{acks}"
+            sk, ss = saturation(res, w)
+            add(f"| 8 × native {SIZE_NAME[int(size)]} {acks.replace('acks', 'acks=')} | "
+                f"{res.cell(w, 'kafka', 'mb_s')} | {res.cell(w, 'sluice', 'mb_s')} | "
+                f"{fmt(res.ratio(w, 'mb_s'))} | {fmt(res.ratio(one, 'mb_s'))} | {sk} | {ss} |")
+        add("")
+
     add("### Produce latency at half of Kafka's maximum rate (linger 0)")
     add("")
     add("Rate = half of Kafka's unthrottled records/s with the same generator, size and acks "
@@ -219,10 +239,14 @@ def tables(res):
                 f"{res.cell(w, 'sluice', 'rss_mb')} | {fmt(res.ratio(w, 'rss_mb'))} |")
             add(f"| {n} partitions: open file descriptors | {res.cell(w, 'kafka', 'fds')} | "
                 f"{res.cell(w, 'sluice', 'fds')} | {fmt(res.ratio(w, 'fds'))} |")
-        else:
+        elif w.endswith("-produce"):
             add(f"| {n} partitions: produce 100 B round-robin, native (records/s) | "
                 f"{res.cell(w, 'kafka', 'rec_s')} | {res.cell(w, 'sluice', 'rec_s')} | "
                 f"{fmt(res.ratio(w, 'rec_s'))} |")
+        elif w.endswith("-consume"):
+            add(f"| {n} partitions: consume them all from the start, Fetch over every "
+                f"partition (records/s) | {res.cell(w, 'kafka', 'rec_s')} | "
+                f"{res.cell(w, 'sluice', 'rec_s')} | {fmt(res.ratio(w, 'rec_s'))} |")
     for w in res.workloads("connections-"):
         n = w.split("-")[1]
         add(f"| {n} idle connections: still answering at the end | "
@@ -237,6 +261,30 @@ def tables(res):
             f"{fmt(res.ratio(w, 'metadata_ms'))} |")
     add("")
 
+    fc = res.workloads("fetch-")
+    if fc:
+        add("### Fetch cost against partitions per consumer")
+        add("")
+        add("One connection polls every partition of a topic at its high watermark (nothing "
+            "new), Fetch v11, max wait 0: \"full\" names every partition in every request "
+            "and gets every one back; \"session\" opens an incremental fetch session "
+            "(KIP-227) with one full fetch, then sends and receives only what changed "
+            "(nothing). Per fetch: broker CPU, wall time, bytes on the wire.")
+        add("")
+        add("| partitions, mode | broker CPU µs Kafka | Sluice | ratio | ms per fetch Kafka | "
+            "Sluice | request B Kafka | Sluice | response B Kafka | Sluice |")
+        add("|---|---|---|---|---|---|---|---|---|---|")
+        fc.sort(key=lambda w: (int(w.split("-")[1]), w.split("-")[2]))
+        for w in fc:
+            _, n, mode = w.split("-")
+            add(f"| {int(n):,} {mode} | {res.cell(w, 'kafka', 'cpu_us_per_fetch')} | "
+                f"{res.cell(w, 'sluice', 'cpu_us_per_fetch')} | "
+                f"{fmt(res.ratio(w, 'cpu_us_per_fetch'))} | {res.cell(w, 'kafka', 'ms_per_fetch')} | "
+                f"{res.cell(w, 'sluice', 'ms_per_fetch')} | {res.cell(w, 'kafka', 'request_bytes')} | "
+                f"{res.cell(w, 'sluice', 'request_bytes')} | "
+                f"{res.cell(w, 'kafka', 'response_bytes')} | {res.cell(w, 'sluice', 'response_bytes')} |")
+        add("")
+
     add("### Targets")
     add("")
     add("| target | measured | met |")
@@ -245,29 +293,50 @@ def tables(res):
     def target(label, value, ok, shown=None):
         add(f"| {label} | {shown if shown is not None else fmt(value)} | "
             f"{'–' if value is None else ('yes' if ok(value) else '**no**')} |")
-    for size in (1024, 16384):
-        for gen in ("java", "native"):
-            w = f"produce-{gen}-{size}-acks1"
+    # The targets of the second performance round (ratios Sluice / Kafka of one run).
+    for size, want in ((100, 2.0), (1024, 2.0), (16384, 2.5)):
+        for acks in ("1", "all"):
+            w = f"produce-native-{size}-acks{acks}"
             if res.workloads(w):
-                target(f"produce {SIZE_NAME[size]} acks=1 ≥ 1.5× Kafka "
-                       f"({'ProducerPerformance' if gen == 'java' else 'native'})",
-                       res.ratio(w, "mb_s"), lambda v: v >= 1.5)
+                target(f"produce, one connection, native {SIZE_NAME[size]} acks={acks}: "
+                       f"≥ {want}× Kafka", res.ratio(w, "mb_s"), lambda v, t=want: v >= t)
+    for w in res.workloads("produce8-"):
+        _, _, size, acks = w.split("-")
+        target(f"produce, eight connections, native {SIZE_NAME[int(size)]} "
+               f"{acks.replace('acks', 'acks=')}: ≥ 1.5× Kafka", res.ratio(w, "mb_s"),
+               lambda v: v >= 1.5)
+    for size in SIZES:
+        for acks in ("1", "all"):
+            w = f"latency-native-{size}-acks{acks}"
+            if res.workloads(w):
+                target(f"p99 produce latency at half of Kafka's maximum, native "
+                       f"{SIZE_NAME[size]} acks={acks}: ≤ 1/5 of Kafka's",
+                       res.ratio(w, "p99_us"), lambda v: v <= 0.2)
+    for w in res.workloads("partitions-"):
+        if w.endswith("-create") and w.split("-")[1] == "10000":
+            target("create 10,000 partitions: ≤ 1/2 of Kafka's time", res.ratio(w, "seconds"),
+                   lambda v: v <= 0.5)
+    for size in (1024, 16384):
+        w = f"consume-native-{size}"
+        if res.workloads(w):
+            target(f"consume {SIZE_NAME[size]}: ≥ 1.5× Kafka", res.ratio(w, "mb_s"),
+                   lambda v: v >= 1.5)
     for w in res.workloads("consume-native-"):
         size = int(w.rsplit("-", 1)[1])
-        target(f"consume {SIZE_NAME[size]} ≥ Kafka", res.ratio(w, "mb_s"), lambda v: v >= 1.0)
-    for w in res.workloads("consume-native-"):
-        size = int(w.rsplit("-", 1)[1])
-        target(f"broker CPU per GiB consumed, {SIZE_NAME[size]}: ≤ 0.5× Kafka",
-               res.ratio(w, "broker_cpu_s_per_gib"), lambda v: v <= 0.5)
-    for gen, suf in (("native", "_us"), ("java", "_ms")):
-        for size in SIZES:
-            for acks in ("1", "all"):
-                w = f"latency-{gen}-{size}-acks{acks}"
-                if res.workloads(w):
-                    target(f"p99 latency at half load ≤ 0.5× Kafka: "
-                           f"{'native' if gen == 'native' else 'ProducerPerformance'} "
-                           f"{SIZE_NAME[size]} acks={acks}", res.ratio(w, "p99" + suf),
-                           lambda v: v <= 0.5)
+        target(f"broker CPU per GiB consumed, {SIZE_NAME[size]}: ≤ 1/3 of Kafka's",
+               res.ratio(w, "broker_cpu_s_per_gib"), lambda v: v <= 1 / 3)
+    for w in res.workloads("connections-"):
+        v = res.stat(w, "sluice", "kib_per_conn")[0]
+        target(f"idle connections ({int(w.split('-')[1]):,}): ≤ 2 KiB of RSS each",
+               v, lambda x: x <= 2.0, None if v is None else f"{fmt(v)} KiB")
+    if res.workloads("partitions-100000-create"):
+        rss = res.stat("partitions-100000-create", "sluice", "rss_mb")[0]
+        done = all(res.stat(f"partitions-100000-{w}", "sluice", "rec_s")[0]
+                   for w in ("produce", "consume"))
+        target("100,000 partitions on one broker: RSS < 1 GiB, a produce and a consume over "
+               "all of them", rss, lambda v: v < 1024 and done,
+               None if rss is None else f"{fmt(rss)} MB after create; produce and consume "
+               f"{'done' if done else 'failed'}")
     st = res.stat("startup", "sluice", "startup_ms")[0]
     target("Sluice start-up to first Metadata < 50 ms", st, lambda v: v < 50,
            None if st is None else f"{fmt(st)} ms")
@@ -290,7 +359,10 @@ def plot(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 5.8))
+    fig = plt.figure(figsize=(15, 10.5))
+    grid = fig.add_gridspec(2, 6)
+    ax1, ax2 = fig.add_subplot(grid[0, :3]), fig.add_subplot(grid[0, 3:])
+    ax3, ax4, ax5 = (fig.add_subplot(grid[1, 2 * i:2 * i + 2]) for i in range(3))
     colors = {"kafka": "#8c8c8c", "sluice": "#1f77b4"}
     kafka_label = f"Apache Kafka {res.meta.get('kafka_version', '?')}"
 
@@ -363,12 +435,71 @@ def plot(res, path):
                   "(lower is better)", fontsize=10)
     ax2.grid(axis="y", alpha=0.3)
     ax2.legend(fontsize=8)
+    scaling(res, (ax3, ax4, ax5), colors, kafka_label)
     m = res.meta
     fig.suptitle(f"Sluice vs {kafka_label} — {m.get('cpus')} cores ({m.get('cpu_model')}), "
                  f"{'quick' if m.get('quick') else 'full'} run {m.get('started', '')[:16]}",
                  fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def scaling(res, axes, colors, kafka_label):
+    """The scaling panels: produce MB/s against connections (1 and 8), records/s against
+    partitions (produce and consume round-robin), broker CPU per fetch against partitions."""
+    ax3, ax4, ax5 = axes
+    names = {"kafka": kafka_label, "sluice": "Sluice"}
+    for b in ("kafka", "sluice"):
+        for size, style in ((100, "--"), (1024, "-")):
+            pts = [(c, res.stat(w, b, "mb_s")[0]) for c, w in
+                   ((1, f"produce-native-{size}-acks1"), (8, f"produce8-native-{size}-acks1"))]
+            pts = [(c, v) for c, v in pts if v]
+            if pts:
+                ax3.plot(*zip(*pts), style, marker="o", color=colors[b],
+                         label=f"{names[b]} {SIZE_NAME[size]}")
+    ax3.set_xticks([1, 8])
+    ax3.set_xlabel("producer connections")
+    ax3.set_ylabel("MB/s (median)")
+    ax3.set_title("Produce, native, acks=1, against connections", fontsize=10)
+    for b in ("kafka", "sluice"):
+        for kind, style in (("produce", "-"), ("consume", "--")):
+            pts = []
+            for w in res.workloads("partitions-"):
+                if w.endswith("-" + kind):
+                    v = res.stat(w, b, "rec_s")[0]
+                    if v:
+                        pts.append((int(w.split("-")[1]), v))
+            if kind == "produce":
+                one = res.stat("produce-native-100-acks1", b, "rec_s")[0]
+                if one:
+                    pts.append((1, one))
+            pts.sort()
+            if pts:
+                ax4.plot(*zip(*pts), style, marker="o", color=colors[b], label=f"{names[b]} {kind}")
+    ax4.set_xscale("log")
+    ax4.set_yscale("log")
+    ax4.set_xlabel("partitions (round-robin, 100 B records)")
+    ax4.set_ylabel("records/s (median, log)")
+    ax4.set_title("Throughput against partitions", fontsize=10)
+    for b in ("kafka", "sluice"):
+        for mode, style in (("full", "-"), ("session", "--")):
+            pts = []
+            for w in res.workloads("fetch-"):
+                if w.endswith("-" + mode):
+                    v = res.stat(w, b, "cpu_us_per_fetch")[0]
+                    if v:
+                        pts.append((int(w.split("-")[1]), v))
+            pts.sort()
+            if pts:
+                ax5.plot(*zip(*pts), style, marker="o", color=colors[b], label=f"{names[b]} {mode}")
+    ax5.set_xscale("log")
+    ax5.set_yscale("log")
+    ax5.set_xlabel("partitions per consumer")
+    ax5.set_ylabel("broker CPU µs per fetch (median, log)")
+    ax5.set_title("Polling idle partitions: full fetch vs session", fontsize=10)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
 
 
 def publish_between(doc, begin, end, md, missing):
