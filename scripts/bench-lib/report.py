@@ -461,21 +461,28 @@ def scaling(res, axes, colors, kafka_label):
     ax3.set_xlabel("producer connections")
     ax3.set_ylabel("MB/s (median)")
     ax3.set_title("Produce, native, acks=1, against connections", fontsize=10)
+    def by_count(prefix, suffix, b, metric):
+        """(partition count, median) of the workloads `<prefix>-<count>-<suffix>`."""
+        pts = []
+        for w in res.workloads(prefix + "-"):
+            if w.endswith("-" + suffix):
+                v = res.stat(w, b, metric)[0]
+                if v:
+                    pts.append((int(w.split("-")[1]), v))
+        return pts
+
+    def line(ax, pts, style, b, label):
+        if pts:
+            ax.plot(*zip(*sorted(pts)), style, marker="o", color=colors[b],
+                    label=f"{names[b]} {label}")
+
     for b in ("kafka", "sluice"):
         for kind, style in (("produce", "-"), ("consume", "--")):
-            pts = []
-            for w in res.workloads("partitions-"):
-                if w.endswith("-" + kind):
-                    v = res.stat(w, b, "rec_s")[0]
-                    if v:
-                        pts.append((int(w.split("-")[1]), v))
-            if kind == "produce":
-                one = res.stat("produce-native-100-acks1", b, "rec_s")[0]
-                if one:
-                    pts.append((1, one))
-            pts.sort()
-            if pts:
-                ax4.plot(*zip(*pts), style, marker="o", color=colors[b], label=f"{names[b]} {kind}")
+            pts = by_count("partitions", kind, b, "rec_s")
+            one = res.stat("produce-native-100-acks1", b, "rec_s")[0]
+            if kind == "produce" and one:
+                pts.append((1, one))
+            line(ax4, pts, style, b, kind)
     ax4.set_xscale("log")
     ax4.set_yscale("log")
     ax4.set_xlabel("partitions (round-robin, 100 B records)")
@@ -483,15 +490,7 @@ def scaling(res, axes, colors, kafka_label):
     ax4.set_title("Throughput against partitions", fontsize=10)
     for b in ("kafka", "sluice"):
         for mode, style in (("full", "-"), ("session", "--")):
-            pts = []
-            for w in res.workloads("fetch-"):
-                if w.endswith("-" + mode):
-                    v = res.stat(w, b, "cpu_us_per_fetch")[0]
-                    if v:
-                        pts.append((int(w.split("-")[1]), v))
-            pts.sort()
-            if pts:
-                ax5.plot(*zip(*pts), style, marker="o", color=colors[b], label=f"{names[b]} {mode}")
+            line(ax5, by_count("fetch", mode, b, "cpu_us_per_fetch"), style, b, mode)
     ax5.set_xscale("log")
     ax5.set_yscale("log")
     ax5.set_xlabel("partitions per consumer")
