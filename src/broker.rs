@@ -149,6 +149,21 @@ impl Broker {
         self.config.node_id
     }
 
+    /// Whether `principal` connecting from `host` may do `op` on `(rt, name)` (always, without
+    /// an authorizer): the one decision behind every request's checks and the console's.
+    pub fn authorize(
+        &self,
+        principal: &crate::security::Principal,
+        host: Option<std::net::IpAddr>,
+        op: crate::security::acl::AclOperation,
+        rt: crate::security::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        self.authorizer
+            .as_ref()
+            .is_none_or(|a| a.authorize(principal, host, op, rt, name))
+    }
+
     /// A producer id never handed out before: from the controller's blocks in a cluster (so
     /// ids are unique across it), from this broker's own blocks on one node.
     pub async fn allocate_producer_id(self: &Arc<Self>) -> Result<i64> {

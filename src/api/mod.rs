@@ -122,9 +122,7 @@ impl RequestCtx {
         rt: crate::security::acl::ResourceType,
         name: &str,
     ) -> bool {
-        b.authorizer
-            .as_ref()
-            .is_none_or(|a| a.authorize(&self.principal, self.peer.map(|p| p.ip()), op, rt, name))
+        b.authorize(&self.principal, self.peer.map(|p| p.ip()), op, rt, name)
     }
 
     /// Whether the request's principal may do `op` on the cluster resource.

@@ -37,7 +37,8 @@ fn table() -> &'static Table {
     })
 }
 
-/// Sets the most segment files kept open at once (at least 1).
+/// Sets the most segment files kept open at once (at least 1). Set it before the logs are
+/// opened: files opened while there is no bound are not tracked, and never closed.
 pub fn set_limit(limit: usize) {
     table().limit.store(limit.max(1), Ordering::Relaxed);
 }
@@ -127,6 +128,10 @@ impl LogFile {
 fn register(inner: &Arc<Inner>) {
     let t = table();
     let limit = t.limit.load(Ordering::Relaxed);
+    if limit == UNBOUNDED {
+        // Nothing will be closed: keep no list (it would only gather dropped files).
+        return;
+    }
     let mut open = t.open.lock().unwrap();
     open.push(Arc::downgrade(inner));
     if open.len() <= limit {

@@ -1,8 +1,8 @@
 //! Connections from this broker to the other brokers of a cluster for the transaction
-//! coordinator's requests: WriteTxnMarkers to partition leaders, AddPartitionsToTxn from
-//! partition leaders to coordinators, and the web console's reads and test records for
-//! partitions and groups held by another broker. One connection per (broker, purpose), made on first use
-//! and dropped after an error (a kept connection that fails at once is retried on a new one:
+//! coordinator's requests (WriteTxnMarkers to partition leaders, AddPartitionsToTxn from
+//! partition leaders to coordinators) and for the web console's reads and test records of
+//! partitions and groups another broker holds. One connection per (broker, purpose), made on
+//! first use and dropped after an error (a kept connection that fails at once is retried on a new one:
 //! the peer may have restarted since), so markers waiting for their replicas never hold up a
 //! verification. Requests on one connection go one at a time, in order.
 

@@ -18,12 +18,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{Value, json};
 
-use super::wire::{call, error_name, forward, is_peer};
+use super::wire::{call, error_name, forward, is_peer, not_leader};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
-
-/// NOT_LEADER_OR_FOLLOWER: the partition is led by another broker.
-pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// Metadata v12 for all topics (None) or the named ones.
 pub(super) async fn metadata(
@@ -289,7 +286,7 @@ fn add_offsets(
             let v = if p.error_code == 0 {
                 Ok((p.offset, p.timestamp))
             } else {
-                if p.error_code == NOT_LEADER_OR_FOLLOWER {
+                if not_leader(p.error_code) {
                     elsewhere.push(k.clone());
                 }
                 Err(error_name(p.error_code))

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::{Value, json};
 
 use super::cluster::{list_offsets, metadata};
-use super::wire::{call, call_at, error_name, forward, is_peer, may};
+use super::wire::{call, call_at, error_name, forward, is_peer, may, not_coordinator};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
 use crate::security::acl::model::CLUSTER_NAME;
@@ -107,9 +107,6 @@ async fn coordinator(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
         .filter(|c| c.error_code == 0)
         .map_or(-1, |c| c.node_id.0))
 }
-
-/// NOT_COORDINATOR: another broker coordinates the group.
-const NOT_COORDINATOR: i16 = 16;
 
 pub(super) async fn describe(State(s): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     answer(describe_answer(&s, &headers, &uri).await)
@@ -202,9 +199,7 @@ async fn consumer_group(
         node,
         (ApiKey::ConsumerGroupDescribe, 0),
         &req,
-        |r: &ConsumerGroupDescribeResponse| {
-            r.groups.iter().any(|g| g.error_code == NOT_COORDINATOR)
-        },
+        |r: &ConsumerGroupDescribeResponse| r.groups.iter().any(|g| not_coordinator(g.error_code)),
     )
     .await?;
     let Some(g) = resp.groups.into_iter().next().filter(|g| g.error_code == 0) else {
@@ -255,7 +250,7 @@ async fn classic_group(ctx: &Ctx, node: i32, id: &str) -> Result<(Value, Vec<Mem
         node,
         (ApiKey::DescribeGroups, 5),
         &req,
-        |r: &DescribeGroupsResponse| r.groups.iter().any(|g| g.error_code == NOT_COORDINATOR),
+        |r: &DescribeGroupsResponse| r.groups.iter().any(|g| not_coordinator(g.error_code)),
     )
     .await?;
     let Some(g) = resp.groups.into_iter().next() else {
@@ -346,7 +341,7 @@ async fn committed(
         node,
         (ApiKey::OffsetFetch, 8),
         &req,
-        |r: &OffsetFetchResponse| r.groups.iter().any(|g| g.error_code == NOT_COORDINATOR),
+        |r: &OffsetFetchResponse| r.groups.iter().any(|g| not_coordinator(g.error_code)),
     )
     .await?;
     let mut out = BTreeMap::new();

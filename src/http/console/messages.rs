@@ -18,9 +18,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 use serde_json::{Value, json};
 
-use super::cluster::{NOT_LEADER_OR_FOLLOWER, leaders, list_offsets, metadata};
+use super::cluster::{leaders, list_offsets, metadata};
 use super::render::{Browse, Partitions, Start, render};
-use super::wire::{call, error_name, forward, is_peer};
+use super::wire::{call, error_name, forward, is_peer, not_leader};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
 
@@ -435,7 +435,7 @@ async fn led_elsewhere(
         .iter()
         .flat_map(|t| t.partitions.iter())
         .find(|p| p.partition_index == partition)
-        .filter(|p| p.error_code == NOT_LEADER_OR_FOLLOWER)
+        .filter(|p| not_leader(p.error_code))
     else {
         return Ok(None);
     };

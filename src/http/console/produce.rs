@@ -18,9 +18,9 @@ use kafka_protocol::records::{
 };
 use serde_json::{Value, json};
 
-use super::cluster::{NOT_LEADER_OR_FOLLOWER, metadata};
+use super::cluster::metadata;
 use super::render::partition_for_key;
-use super::wire::{call_at, error_name};
+use super::wire::{call_at, error_name, not_leader};
 use super::{Answer, Failure, admit, answer};
 use crate::http::HttpState;
 
@@ -180,7 +180,7 @@ async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answ
             r.responses
                 .iter()
                 .flat_map(|t| t.partition_responses.iter())
-                .any(|p| p.error_code == NOT_LEADER_OR_FOLLOWER)
+                .any(|p| not_leader(p.error_code))
         },
     )
     .await?;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -107,15 +108,23 @@ pub fn may(
     rt: ResourceType,
     name: &str,
 ) -> bool {
-    broker.authorizer.as_ref().is_none_or(|a| {
-        a.authorize(
-            &session.principal,
-            session.peer.map(|p| p.ip()),
-            op,
-            rt,
-            name,
-        )
-    })
+    broker.authorize(
+        &session.principal,
+        session.peer.map(|p| p.ip()),
+        op,
+        rt,
+        name,
+    )
+}
+
+/// NOT_LEADER_OR_FOLLOWER: another broker leads the partition.
+pub fn not_leader(code: i16) -> bool {
+    code == ResponseError::NotLeaderOrFollower.code()
+}
+
+/// NOT_COORDINATOR: another broker coordinates the group.
+pub fn not_coordinator(code: i16) -> bool {
+    code == ResponseError::NotCoordinator.code()
 }
 
 pub use crate::metrics::error_name;
