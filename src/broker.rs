@@ -15,8 +15,8 @@ use crate::producer::ProducerIdManager;
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
-    /// Advertised host and port of this node.
-    pub advertised: (String, u16),
+    /// This node's advertised listeners, each with the host clients get.
+    pub advertised: Vec<crate::config::Listener>,
     /// Producer id allocation (InitProducerId).
     pub producer_ids: ProducerIdManager,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
@@ -54,7 +54,7 @@ impl Broker {
         // any data is opened.
         let inter_broker = crate::net::client::InterBroker::load(&config)?;
         let controller = Controller::open(config.clone(), cluster_id)?;
-        let advertised = config.advertised();
+        let advertised = config.advertised_endpoints();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let mut group_config = GroupConfig::from_broker(&config);
         group_config.consumer.per_group = controller.group_configs.clone();
@@ -147,6 +147,28 @@ impl Broker {
 
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// The listener whose view of the brokers internal callers take (the console, synthetic
+    /// requests): the inter-broker listener in a cluster, which every broker registers, else
+    /// the first advertised listener.
+    pub fn internal_listener(&self) -> &str {
+        match &self.config.cluster {
+            Some(c) if !c.inter_broker_listener.is_empty() => &c.inter_broker_listener,
+            _ => self
+                .advertised
+                .first()
+                .map_or("PLAINTEXT", |l| l.name.as_str()),
+        }
+    }
+
+    /// This node's advertised address on `listener`; None when it does not advertise that
+    /// listener, and then answers on it leave this node out, as Kafka's do.
+    pub fn advertised_on(&self, listener: &str) -> Option<(&str, u16)> {
+        self.advertised
+            .iter()
+            .find(|l| l.name == listener)
+            .map(|l| (l.host.as_str(), l.port))
     }
 
     /// Whether `principal` connecting from `host` may do `op` on `(rt, name)` (always, without

@@ -231,12 +231,7 @@ async fn run(config: BrokerConfig) -> i32 {
             server::accept_loop(l, broker, name, tls).await
         }));
     }
-    let (adv_host, adv_port) = &broker.advertised;
-    let advertised = sluice::config::Listener {
-        name: broker.config.advertised_listeners[0].name.clone(),
-        host: adv_host.clone(),
-        port: *adv_port,
-    };
+    let advertised: Vec<String> = broker.advertised.iter().map(|l| l.to_string()).collect();
     let dirs: Vec<String> = broker
         .config
         .log_dirs
@@ -251,7 +246,7 @@ async fn run(config: BrokerConfig) -> i32 {
         broker.controller.cluster_id,
         dirs.join(","),
         bound.join(","),
-        advertised,
+        advertised.join(","),
     );
     let signal = signals.recv().await;
     info!("shutting down");

@@ -91,15 +91,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
 
 /// The v0 answer to an ApiVersions request at a version we do not serve.
 pub fn unsupported_version(correlation_id: i32) -> Response {
-    let ctx = RequestCtx {
-        api_key: ApiKey::ApiVersions,
-        version: 0,
-        correlation_id,
-        client_id: None,
-        peer: None,
-        principal: super::anonymous(),
-        size: 0,
-    };
+    let ctx = RequestCtx::synthetic(ApiKey::ApiVersions, 0, correlation_id);
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = ResponseError::UnsupportedVersion.code();
     resp.api_keys = api_list();

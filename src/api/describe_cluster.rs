@@ -73,11 +73,15 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     let Some(c) = b.cluster() else {
         resp.cluster_id = StrBytes::from_string(b.controller.cluster_id.clone());
         resp.controller_id = BrokerId(b.node_id());
-        resp.brokers = vec![broker(b.node_id(), &b.advertised.0, b.advertised.1, None)];
+        resp.brokers = b
+            .advertised_on(&ctx.listener)
+            .map(|(host, port)| broker(b.node_id(), host, port, None))
+            .into_iter()
+            .collect();
         return super::respond(&ctx, &resp);
     };
     let img = c.image();
-    let listener = &b.config.advertised_listeners[0].name;
+    let listener = &*ctx.listener;
     let fenced_too = ctx.version >= 2 && req.include_fenced_brokers;
     resp.cluster_id = StrBytes::from_string(
         img.cluster_id
@@ -89,7 +93,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             continue;
         }
         let reg = &st.registration;
-        let Some(e) = reg.endpoints.iter().find(|e| &e.name == listener) else {
+        let Some(e) = reg.endpoints.iter().find(|e| e.name == listener) else {
             continue;
         };
         let mut node = broker(reg.broker_id, &e.host, e.port, reg.rack.clone());

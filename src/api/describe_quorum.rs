@@ -130,17 +130,12 @@ fn nodes(b: &Broker, view: &QuorumView) -> Vec<Node> {
         n
     };
     let Some(c) = b.cluster() else {
-        let listener = b
-            .config
-            .advertised_listeners
+        return b
+            .advertised
             .first()
-            .map_or("PLAINTEXT".to_string(), |l| l.name.clone());
-        return vec![node(
-            b.node_id(),
-            &listener,
-            &b.advertised.0,
-            b.advertised.1,
-        )];
+            .map(|l| node(b.node_id(), &l.name, &l.host, l.port))
+            .into_iter()
+            .collect();
     };
     let name = c
         .config

@@ -84,12 +84,10 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
         return error(code);
     }
     let Some(c) = b.cluster() else {
-        return (
-            0,
-            b.node_id(),
-            b.advertised.0.clone(),
-            b.advertised.1 as i32,
-        );
+        return match b.advertised_on(&ctx.listener) {
+            Some((host, port)) => (0, b.node_id(), host.to_string(), port as i32),
+            None => error(ResponseError::CoordinatorNotAvailable.code()),
+        };
     };
     let unavailable = error(ResponseError::CoordinatorNotAvailable.code());
     let img = c.image();
@@ -98,17 +96,12 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
     };
     let n = t.partitions.len() as i32;
     let p = &t.partitions[crate::group::records::partition_for(key, n.max(1)) as usize];
-    let listener = &b.config.advertised_listeners[0].name;
+    let listener = &*ctx.listener;
     let endpoint = img
         .brokers
         .get(&p.leader)
         .filter(|s| !s.fenced)
-        .and_then(|s| {
-            s.registration
-                .endpoints
-                .iter()
-                .find(|e| &e.name == listener)
-        });
+        .and_then(|s| s.registration.endpoints.iter().find(|e| e.name == listener));
     match endpoint {
         Some(e) => (0, p.leader, e.host.clone(), e.port as i32),
         None => unavailable,

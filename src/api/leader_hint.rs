@@ -2,7 +2,6 @@
 //! who does, so the client need not wait for a metadata refresh: the partition's current
 //! leader and epoch, and that leader's endpoint, from this broker's metadata image.
 
-use crate::broker::Broker;
 use crate::cluster::metadata::MetadataImage;
 
 /// Errors that carry the current leader.
@@ -18,13 +17,12 @@ pub fn current_leader(img: &MetadataImage, topic: &str, partition: i32) -> Optio
     p.has_leader().then_some((p.leader, p.leader_epoch))
 }
 
-/// The client listener endpoint (id, host, port, rack) of each broker in `ids`, in order.
+/// The endpoint on `listener` (id, host, port, rack) of each broker in `ids`, in order.
 pub fn endpoints(
-    b: &Broker,
+    listener: &str,
     img: &MetadataImage,
     ids: &[i32],
 ) -> Vec<(i32, String, i32, Option<String>)> {
-    let listener = &b.config.advertised_listeners[0].name;
     ids.iter()
         .filter_map(|id| {
             let s = img.brokers.get(id)?;
@@ -32,7 +30,7 @@ pub fn endpoints(
                 .registration
                 .endpoints
                 .iter()
-                .find(|e| &e.name == listener)?;
+                .find(|e| e.name == listener)?;
             Some((
                 *id,
                 e.host.clone(),

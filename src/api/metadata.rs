@@ -189,11 +189,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         return handle_cluster(&b, &ctx, req).await;
     }
     let mut resp = MetadataResponse::default();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(b.node_id());
-    broker.host = StrBytes::from_string(b.advertised.0.clone());
-    broker.port = b.advertised.1 as i32;
-    resp.brokers = vec![broker];
+    if let Some((host, port)) = b.advertised_on(&ctx.listener) {
+        let mut broker = MetadataResponseBroker::default();
+        broker.node_id = BrokerId(b.node_id());
+        broker.host = StrBytes::from_string(host.to_string());
+        broker.port = port as i32;
+        resp.brokers = vec![broker];
+    }
     if v >= 2 {
         resp.cluster_id = Some(StrBytes::from_string(b.controller.cluster_id.clone()));
     }
@@ -213,6 +215,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             .map(|t| topic_entry(t, v))
             .collect();
         add_authorized_operations(&b, &ctx, &req, &mut resp);
+        unreachable_leaders(&mut resp, |id| id == b.node_id());
         return super::respond(&ctx, &resp);
     }
     let create = allow_create(&b, &req, v);
@@ -232,7 +235,22 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         resp.topics.push(entry);
     }
     add_authorized_operations(&b, &ctx, &req, &mut resp);
+    unreachable_leaders(&mut resp, |id| id == b.node_id());
     super::respond(&ctx, &resp)
+}
+
+/// A partition whose leader is alive but has no endpoint on the request's listener (so is
+/// not among the answer's brokers) gets LISTENER_NOT_FOUND and no leader, as Kafka answers;
+/// `alive` says whether a broker id is a live broker.
+fn unreachable_leaders(resp: &mut MetadataResponse, alive: impl Fn(i32) -> bool) {
+    let listed: Vec<i32> = resp.brokers.iter().map(|br| br.node_id.0).collect();
+    for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        let leader = p.leader_id.0;
+        if p.error_code == 0 && leader >= 0 && !listed.contains(&leader) && alive(leader) {
+            p.error_code = ResponseError::ListenerNotFound.code();
+            p.leader_id = BrokerId(-1);
+        }
+    }
 }
 
 /// v8+: the topics' (those the caller may describe) and the cluster's authorized operations
@@ -351,7 +369,7 @@ async fn handle_cluster(
     let c = b.cluster().expect("cluster mode");
     let v = ctx.version;
     let mut img = c.image();
-    let listener = &b.config.advertised_listeners[0].name;
+    let listener = &*ctx.listener;
     let mut resp = MetadataResponse::default();
     if v >= 2 {
         resp.cluster_id = img.cluster_id.clone().map(StrBytes::from_string);
@@ -392,5 +410,8 @@ async fn handle_cluster(
         resp.controller_id = BrokerId(client_controller_id(c, &live));
     }
     add_authorized_operations(b, ctx, &req, &mut resp);
+    unreachable_leaders(&mut resp, |id| {
+        img.brokers.get(&id).is_some_and(|s| !s.fenced)
+    });
     super::respond(ctx, &resp)
 }

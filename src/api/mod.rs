@@ -103,9 +103,26 @@ pub struct RequestCtx {
     pub principal: Arc<crate::security::Principal>,
     /// The request's size in bytes, header included (what produce quotas count).
     pub size: usize,
+    /// The listener the request arrived on: answers that name brokers give their addresses
+    /// on this listener.
+    pub listener: Arc<str>,
 }
 
 impl RequestCtx {
+    /// A request that came from no connection: its header fields only, from nobody.
+    pub fn synthetic(api_key: ApiKey, version: i16, correlation_id: i32) -> RequestCtx {
+        RequestCtx {
+            api_key,
+            version,
+            correlation_id,
+            client_id: None,
+            peer: None,
+            principal: anonymous(),
+            size: 0,
+            listener: Arc::from(""),
+        }
+    }
+
     /// Records `value` against the client's quota of `kind`; the throttle time in ms.
     pub fn quota(&self, b: &Broker, kind: crate::quota::QuotaKind, value: usize) -> u64 {
         let client = self.client_id.as_deref().unwrap_or("");
@@ -347,6 +364,7 @@ pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
         peer: None,
         principal: anonymous(),
         size,
+        listener: Arc::from(""),
     };
     Ok(Parsed::Request {
         spec,
@@ -398,9 +416,10 @@ pub fn anonymous() -> Arc<crate::security::Principal> {
     Arc::new(crate::security::Principal::anonymous())
 }
 
-/// Parses a frame and runs its handler (no client address: tests, fuzzing).
+/// Parses a frame and runs its handler (no client address: tests, fuzzing), as if it came
+/// on the broker's internal listener.
 pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
-    let session = crate::security::Session::anonymous(None, "PLAINTEXT");
+    let session = crate::security::Session::anonymous(None, broker.internal_listener());
     dispatch_from(broker, frame, &session).await
 }
 
@@ -421,6 +440,7 @@ pub async fn dispatch_from(
         } => {
             ctx.peer = session.peer;
             ctx.principal = session.principal.clone();
+            ctx.listener = session.listener.clone();
             if !broker.quotas.active() {
                 return (spec.handle)(broker.clone(), ctx, body).await;
             }

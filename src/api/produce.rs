@@ -74,7 +74,7 @@ fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
 
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER carry the current leader, and the
 /// response those leaders' endpoints.
-fn add_leader_hints(b: &Broker, resp: &mut ProduceResponse) {
+fn add_leader_hints(b: &Broker, listener: &str, resp: &mut ProduceResponse) {
     use kafka_protocol::messages::BrokerId;
     use kafka_protocol::messages::produce_response::NodeEndpoint;
     let Some(c) = b.cluster() else {
@@ -98,7 +98,7 @@ fn add_leader_hints(b: &Broker, resp: &mut ProduceResponse) {
             }
         }
     }
-    resp.node_endpoints = super::leader_hint::endpoints(b, &img, &leaders)
+    resp.node_endpoints = super::leader_hint::endpoints(listener, &img, &leaders)
         .into_iter()
         .map(|(id, host, port, rack)| {
             let mut e = NodeEndpoint::default();
@@ -261,7 +261,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     }
     wait_for_acks(&mut resp, pending, req.timeout_ms).await;
     if v >= 10 {
-        add_leader_hints(&b, &mut resp);
+        add_leader_hints(&b, &ctx.listener, &mut resp);
     }
     let codes = resp.responses.iter().flat_map(|t| &t.partition_responses);
     b.metrics

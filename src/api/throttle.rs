@@ -238,15 +238,7 @@ mod tests {
 
     #[test]
     fn a_raised_throttle_time_lands_after_the_header() {
-        let ctx = RequestCtx {
-            api_key: ApiKey::Metadata,
-            version: 12,
-            correlation_id: 7,
-            client_id: None,
-            peer: None,
-            principal: super::super::anonymous(),
-            size: 0,
-        };
+        let ctx = RequestCtx::synthetic(ApiKey::Metadata, 12, 7);
         let r = kafka_protocol::messages::MetadataResponse::default();
         let mut resp = super::super::respond(&ctx, &r).unwrap().unwrap();
         raise_throttle_field(&ctx, &mut resp, 1234);

@@ -358,8 +358,7 @@ impl Asks {
 }
 
 /// Features Sluice does not have yet, as the keys that ask for them: the one list to shorten
-/// as features arrive. A second listener is refused where listeners are parsed
-/// ([`ONE_LISTENER`]).
+/// as features arrive.
 pub const NOT_YET: &[(&str, Asks, &str)] = &[
     (
         "remote.log.storage.system.enable",
@@ -376,11 +375,6 @@ pub const NOT_YET: &[(&str, Asks, &str)] = &[
 /// Kafka's security protocols, all served: SSL over `net::tls`, SASL_PLAINTEXT with the SASL
 /// gate of `net::sasl`, SASL_SSL with that gate over the TLS transport.
 pub const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
-
-/// Why a second listener is refused: each Kafka listener answers Metadata with its own
-/// advertised address, which needs the listener carried with every request.
-pub const ONE_LISTENER: &str =
-    "more than one listener (each answering Metadata with its own advertised address)";
 
 /// How Sluice treats a key that is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use super::keys::{SECURITY_PROTOCOLS, default_of};
-use super::{Props, Setting};
+use super::{ClusterConfig, Props, Setting};
 
 /// A listener as written in `listeners` / `advertised.listeners`: `NAME://host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,4 +164,113 @@ pub(super) fn listener_names(settings: &[Setting]) -> Vec<String> {
         .filter_map(|l| l.split_once("://"))
         .map(|(n, _)| n.trim().to_ascii_uppercase())
         .collect()
+}
+
+/// Kafka's rule for `listeners`: each listener has a port of its own, except that one IPv4
+/// and one IPv6 address may share a port.
+pub(super) fn check_distinct_ports(p: &Props, listeners: &[Listener]) -> Result<()> {
+    for (i, a) in listeners.iter().enumerate() {
+        for b in &listeners[i + 1..] {
+            let v6 = |l: &Listener| l.host.parse::<std::net::Ipv6Addr>().is_ok();
+            let v4 = |l: &Listener| l.host.parse::<std::net::Ipv4Addr>().is_ok();
+            let one_of_each = (v4(a) && v6(b)) || (v6(a) && v4(b));
+            if a.port == b.port && a.port != 0 && !one_of_each {
+                return Err(p.err(
+                    "listeners",
+                    format!(
+                        "each listener must have a different port: {a} and {b} both use {}",
+                        a.port
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The listeners this broker advertises to clients: `advertised.listeners` when set (each one
+/// a listener of this broker, the controller listener left out as Kafka does), else the
+/// broker's listeners themselves.
+pub(super) fn advertised_listeners(
+    p: &Props,
+    listeners: &[Listener],
+    cluster: Option<&ClusterConfig>,
+) -> Result<Vec<Listener>> {
+    if !p.is_set("advertised.listeners") {
+        return Ok(listeners.to_vec());
+    }
+    let controller = cluster
+        .and_then(|c| c.controller_listener.as_ref())
+        .map(|l| l.name.as_str());
+    let mut adv = parse_listeners(p, "advertised.listeners")?;
+    adv.retain(|a| Some(a.name.as_str()) != controller);
+    for a in &adv {
+        if !listeners.iter().any(|l| l.name == a.name) {
+            let names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
+            return Err(p.err(
+                "advertised.listeners",
+                format!(
+                    "listener {} is not one of the listeners (the listeners are {})",
+                    a.name,
+                    names.join(",")
+                ),
+            ));
+        }
+        if a.host == "0.0.0.0" || a.host == "::" {
+            return Err(p.err(
+                "advertised.listeners",
+                format!(
+                    "{a} is the non-routable meta-address: advertise an address clients can \
+                     reach"
+                ),
+            ));
+        }
+    }
+    Ok(adv)
+}
+
+/// As Kafka: the listener the brokers replicate through (`inter.broker.listener.name`, or
+/// the listener named after `security.inter.broker.protocol`) must be an advertised one,
+/// since the other brokers connect to it.
+pub(super) fn check_inter_broker_listener(
+    p: &Props,
+    advertised: &[Listener],
+    cluster: Option<&ClusterConfig>,
+) -> Result<()> {
+    let (key, name) = match cluster {
+        Some(c) if !c.roles.broker => return Ok(()),
+        Some(c) if !c.inter_broker_listener.is_empty() => {
+            let key = if p.given("security.inter.broker.protocol") {
+                "security.inter.broker.protocol"
+            } else {
+                "inter.broker.listener.name"
+            };
+            (key, c.inter_broker_listener.clone())
+        }
+        _ if p.is_set("inter.broker.listener.name") => (
+            "inter.broker.listener.name",
+            p.get("inter.broker.listener.name")
+                .trim()
+                .to_ascii_uppercase(),
+        ),
+        _ if p.given("security.inter.broker.protocol") => (
+            "security.inter.broker.protocol",
+            p.get("security.inter.broker.protocol")
+                .trim()
+                .to_ascii_uppercase(),
+        ),
+        _ => return Ok(()),
+    };
+    if advertised.iter().any(|l| l.name == name) {
+        return Ok(());
+    }
+    let names: Vec<&str> = advertised.iter().map(|l| l.name.as_str()).collect();
+    Err(p.err(
+        key,
+        format!(
+            "{name} must be a listener defined in advertised.listeners (the advertised \
+             listeners are {})",
+            names.join(",")
+        ),
+    ))
 }

@@ -23,10 +23,13 @@ use anyhow::{Context, Result, anyhow, bail};
 
 pub use cluster::{ClusterConfig, Roles};
 pub use listeners::{HttpListener, Listener};
-use listeners::{listener_names, parse_listeners, parse_protocol_map};
+use listeners::{
+    advertised_listeners, check_distinct_ports, check_inter_broker_listener, listener_names,
+    parse_listeners, parse_protocol_map,
+};
 pub use parse::{Origin, Setting, parse_override, parse_properties, read_pairs};
 
-use keys::{NOT_YET, ONE_LISTENER, Treatment, default_of, lookup};
+use keys::{NOT_YET, Treatment, default_of, lookup};
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -341,6 +344,7 @@ impl BrokerConfig {
 
         let protocols = parse_protocol_map(&p)?;
         let mut listeners = parse_listeners(&p, "listeners")?;
+        check_distinct_ports(&p, &listeners)?;
         for l in &listeners {
             if !protocols.contains_key(&l.name) {
                 return Err(p.err(
@@ -413,35 +417,8 @@ impl BrokerConfig {
                 ),
             ));
         }
-        if listeners.len() > 1 {
-            return Err(p.err(
-                "listeners",
-                format!("{ONE_LISTENER}: not supported by Sluice yet"),
-            ));
-        }
-        let advertised_listeners = if p.is_set("advertised.listeners") {
-            let adv = parse_listeners(&p, "advertised.listeners")?;
-            for a in &adv {
-                if !listeners.iter().any(|l| l.name == a.name) {
-                    return Err(p.err(
-                        "advertised.listeners",
-                        format!("listener {} is not one of the listeners", a.name),
-                    ));
-                }
-                if a.host == "0.0.0.0" || a.host == "::" {
-                    return Err(p.err(
-                        "advertised.listeners",
-                        format!(
-                            "{a} is the non-routable meta-address: advertise an address \
-                             clients can reach"
-                        ),
-                    ));
-                }
-            }
-            adv
-        } else {
-            listeners.clone()
-        };
+        let advertised_listeners = advertised_listeners(&p, &listeners, cluster.as_ref())?;
+        check_inter_broker_listener(&p, &advertised_listeners, cluster.as_ref())?;
 
         let log_append = match p.get("log.message.timestamp.type").trim() {
             "CreateTime" => false,
@@ -637,15 +614,20 @@ impl BrokerConfig {
 
     /// The advertised host and port of this broker (first advertised listener).
     pub fn advertised(&self) -> (String, u16) {
-        let l = &self.advertised_listeners[0];
-        let host = if l.host.is_empty() {
-            nix::unistd::gethostname()
+        let l = &self.advertised_endpoints()[0];
+        (l.host.clone(), l.port)
+    }
+
+    /// Every advertised listener with the host clients get: an empty host advertises this
+    /// machine's name, as Kafka advertises its canonical host name.
+    pub fn advertised_endpoints(&self) -> Vec<Listener> {
+        let mut out = self.advertised_listeners.clone();
+        for l in out.iter_mut().filter(|l| l.host.is_empty()) {
+            l.host = nix::unistd::gethostname()
                 .ok()
                 .and_then(|h| h.into_string().ok())
-                .unwrap_or_else(|| "localhost".to_string())
-        } else {
-            l.host.clone()
-        };
-        (host, l.port)
+                .unwrap_or_else(|| "localhost".to_string());
+        }
+        out
     }
 }

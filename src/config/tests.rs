@@ -145,14 +145,129 @@ fn missing_features_stop_start_up_and_say_which() {
     let e = err(cfg(&[("remote.log.storage.system.enable", "true")]));
     assert!(e.contains("tiered storage"), "{e}");
     cfg(&[("remote.log.storage.system.enable", "false")]).unwrap();
+}
+
+/// Two client listeners, as compose files have them: an internal one and one for the host.
+const TWO_LISTENERS: (&str, &str) = (
+    "listeners",
+    "PLAINTEXT://:19092,PLAINTEXT_HOST://0.0.0.0:9092",
+);
+const TWO_PROTOCOLS: (&str, &str) = (
+    "listener.security.protocol.map",
+    "PLAINTEXT:PLAINTEXT,PLAINTEXT_HOST:PLAINTEXT",
+);
+
+#[test]
+fn many_listeners_each_advertised() {
+    let c = cfg(&[
+        TWO_LISTENERS,
+        TWO_PROTOCOLS,
+        (
+            "advertised.listeners",
+            "PLAINTEXT://kafka-1:19092,PLAINTEXT_HOST://localhost:9092",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(c.listeners.len(), 2);
+    assert_eq!(c.listeners[0].bind_addr(), "0.0.0.0:19092");
+    assert_eq!(c.listeners[1].bind_addr(), "0.0.0.0:9092");
+    let adv: Vec<String> = c
+        .advertised_endpoints()
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    assert_eq!(
+        adv,
+        [
+            "PLAINTEXT://kafka-1:19092",
+            "PLAINTEXT_HOST://localhost:9092"
+        ]
+    );
+    // Unset, the listeners themselves are advertised (an empty host as this machine's name).
+    let c = cfg(&[TWO_LISTENERS, TWO_PROTOCOLS]).unwrap();
+    assert_eq!(c.advertised_listeners, c.listeners);
+    assert!(c.advertised_endpoints().iter().all(|l| !l.host.is_empty()));
+    // A listener may be left unadvertised.
+    let c = cfg(&[
+        TWO_LISTENERS,
+        TWO_PROTOCOLS,
+        ("advertised.listeners", "PLAINTEXT_HOST://localhost:9092"),
+    ])
+    .unwrap();
+    assert_eq!(c.advertised_listeners.len(), 1);
+}
+
+#[test]
+fn invalid_listener_combinations_name_the_key() {
     let e = err(cfg(&[
-        ("listeners", "PLAINTEXT://:9092,OTHER://:9093"),
+        ("listeners", "PLAINTEXT://:9092,OTHER://127.0.0.1:9092"),
         (
             "listener.security.protocol.map",
             "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
         ),
     ]));
-    assert!(e.contains("more than one listener"), "{e}");
+    assert!(e.starts_with("--override: listeners: "), "{e}");
+    assert!(
+        e.contains("each listener must have a different port"),
+        "{e}"
+    );
+    // One IPv4 and one IPv6 address may share a port (KIP-797).
+    cfg(&[
+        ("listeners", "PLAINTEXT://127.0.0.1:9092,OTHER://[::1]:9092"),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+        ),
+    ])
+    .unwrap();
+    let e = err(cfg(&[
+        ("listeners", "PLAINTEXT://:9092,OTHER://:9093"),
+        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT"),
+    ]));
+    assert!(e.starts_with("--override: listeners: "), "{e}");
+    assert!(e.contains("no security protocol for listener OTHER"), "{e}");
+    let e = err(cfg(&[
+        TWO_LISTENERS,
+        TWO_PROTOCOLS,
+        (
+            "advertised.listeners",
+            "PLAINTEXT://h:19092,INTERNAL://h:29092",
+        ),
+    ]));
+    assert!(e.starts_with("--override: advertised.listeners: "), "{e}");
+    assert!(
+        e.contains("listener INTERNAL is not one of the listeners"),
+        "{e}"
+    );
+    let e = err(cfg(&[
+        TWO_LISTENERS,
+        TWO_PROTOCOLS,
+        ("inter.broker.listener.name", "INTERNAL"),
+    ]));
+    assert!(
+        e.starts_with("--override: inter.broker.listener.name: "),
+        "{e}"
+    );
+    assert!(
+        e.contains("INTERNAL must be a listener defined in advertised.listeners"),
+        "{e}"
+    );
+    let e = err(cfg(&[
+        TWO_LISTENERS,
+        TWO_PROTOCOLS,
+        ("advertised.listeners", "PLAINTEXT_HOST://localhost:9092"),
+        ("inter.broker.listener.name", "PLAINTEXT"),
+    ]));
+    assert!(
+        e.contains("PLAINTEXT must be a listener defined in advertised.listeners"),
+        "{e}"
+    );
+    cfg(&[
+        TWO_LISTENERS,
+        TWO_PROTOCOLS,
+        ("inter.broker.listener.name", "PLAINTEXT"),
+    ])
+    .unwrap();
 }
 
 #[test]
@@ -174,6 +289,18 @@ fn listener_names_map_to_protocols() {
         e.contains("listener OTHER is not one of the listeners"),
         "{e}"
     );
+    // In a cluster, the controller listener is not advertised to clients.
+    let c = cluster_node(&[(
+        "advertised.listeners",
+        "PLAINTEXT://broker-2:9202,CONTROLLER://broker-2:9302",
+    )])
+    .unwrap();
+    let adv: Vec<String> = c
+        .advertised_listeners
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    assert_eq!(adv, ["PLAINTEXT://broker-2:9202"]);
     let e = err(cfg(&[
         ("listeners", "PLAINTEXT://0.0.0.0:9092"),
         ("advertised.listeners", "PLAINTEXT://0.0.0.0:9092"),

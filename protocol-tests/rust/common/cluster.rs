@@ -14,6 +14,8 @@ pub struct Node {
     pub id: i32,
     pub port: u16,
     pub controller_port: u16,
+    /// A third free port, for a setting in `extra` that names `{host_port}`.
+    pub host_port: u16,
     /// `process.roles`, with `:bootstrap` after `broker` for a broker-only node that finds the
     /// controllers through `controller.quorum.bootstrap.servers` rather than the voter list.
     pub roles: &'static str,
@@ -52,7 +54,7 @@ impl TestCluster {
     pub fn start_with_roles(roles: &[&'static str], extra: &[&str]) -> TestCluster {
         let n = roles.len();
         let mut ports = Vec::new();
-        while ports.len() < 2 * n {
+        while ports.len() < 3 * n {
             let p = free_port();
             if !ports.contains(&p) {
                 ports.push(p);
@@ -61,8 +63,9 @@ impl TestCluster {
         let nodes = (0..n)
             .map(|i| Node {
                 id: i as i32 + 1,
-                port: ports[2 * i],
-                controller_port: ports[2 * i + 1],
+                port: ports[3 * i],
+                controller_port: ports[3 * i + 1],
+                host_port: ports[3 * i + 2],
                 roles: roles[i],
                 child: None,
             })
@@ -142,9 +145,15 @@ impl TestCluster {
                 *s = l.clone();
             }
         }
-        // `{id}` in an extra setting is the node's id (e.g. `broker.rack=r{id}`).
-        let id = node.id.to_string();
-        settings.extend(self.extra.iter().map(|s| s.replace("{id}", &id)));
+        // `{id}` in an extra setting is the node's id (e.g. `broker.rack=r{id}`), `{port}`,
+        // `{controller_port}` and `{host_port}` its ports.
+        let fill = |s: &str| {
+            s.replace("{id}", &node.id.to_string())
+                .replace("{port}", &node.port.to_string())
+                .replace("{controller_port}", &node.controller_port.to_string())
+                .replace("{host_port}", &node.host_port.to_string())
+        };
+        settings.extend(self.extra.iter().map(|s| fill(s)));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
         for s in settings {
             cmd.arg("--override").arg(s);

@@ -209,7 +209,12 @@ fn encode(
 
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the
 /// current leader; returns those leaders' endpoints for the response.
-fn add_leader_hints(b: &Broker, topics: &mut [TopicOut], v: i16) -> Vec<NodeEndpoint> {
+fn add_leader_hints(
+    b: &Broker,
+    listener: &str,
+    topics: &mut [TopicOut],
+    v: i16,
+) -> Vec<NodeEndpoint> {
     let Some(c) = b.cluster() else {
         return Vec::new();
     };
@@ -237,7 +242,7 @@ fn add_leader_hints(b: &Broker, topics: &mut [TopicOut], v: i16) -> Vec<NodeEndp
             }
         }
     }
-    super::leader_hint::endpoints(b, &img, &leaders)
+    super::leader_hint::endpoints(listener, &img, &leaders)
 }
 
 /// KIP-392 in a cluster: a consumer sending client metadata may read from a follower; with
@@ -482,7 +487,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             let codes = topics.iter().flat_map(|t| &t.partitions);
             let codes = std::iter::once(0).chain(codes.map(|p| p.error_code));
             b.metrics.errors(ctx.api_key as i16, codes);
-            let endpoints = add_leader_hints(&b, &mut topics, v);
+            let endpoints = add_leader_hints(&b, &ctx.listener, &mut topics, v);
             let mut resp = encode_response(&ctx, 0, session_id, &topics, &endpoints)?;
             // A consumer over its byte-rate quota gets an empty answer with the throttle
             // time (the bytes it would have had are not counted), as Kafka's; followers
@@ -666,15 +671,7 @@ mod tests {
         let file = Arc::new(File::open(&path).unwrap());
         let id = uuid::Uuid::new_v4();
         for v in 4..=18i16 {
-            let ctx = RequestCtx {
-                api_key: ApiKey::Fetch,
-                version: v,
-                correlation_id: 12345,
-                client_id: None,
-                peer: None,
-                principal: crate::api::anonymous(),
-                size: 0,
-            };
+            let ctx = RequestCtx::synthetic(ApiKey::Fetch, v, 12345);
             let topics = vec![TopicOut {
                 name: "orders".into(),
                 id,

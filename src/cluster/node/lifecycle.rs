@@ -17,21 +17,15 @@ use crate::cluster::metadata::{BrokerRegistration, Endpoint};
 impl ClusterNode {
     fn registration(&self) -> Option<BrokerRegistration> {
         let broker = self.broker.upgrade()?;
-        let (host, _) = broker.config.advertised();
         Some(BrokerRegistration {
             broker_id: self.node_id,
             incarnation: self.incarnation,
             endpoints: broker
-                .config
-                .advertised_listeners
+                .advertised
                 .iter()
                 .map(|l| Endpoint {
                     name: l.name.clone(),
-                    host: if l.host.is_empty() {
-                        host.clone()
-                    } else {
-                        l.host.clone()
-                    },
+                    host: l.host.clone(),
                     port: l.port,
                 })
                 .collect(),

@@ -122,7 +122,8 @@ pub(super) fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Ctx, Failure> 
         let why = "the console is off (sluice.console.enabled=false)".to_string();
         return Err(Failure(StatusCode::NOT_FOUND, why));
     }
-    let mut session = Session::anonymous(None, "CONSOLE");
+    // The console sees the brokers as the other brokers do: on the internal listener.
+    let mut session = Session::anonymous(None, broker.internal_listener());
     if auth::required(broker) {
         let creds = headers
             .get(header::AUTHORIZATION)
