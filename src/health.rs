@@ -98,7 +98,10 @@ fn parse_response(frame: &[u8]) -> Result<usize, String> {
     let r = ApiVersionsResponse::decode(&mut b, VERSION)
         .map_err(|e| format!("not an ApiVersions answer: {e}"))?;
     if b.remaining() != 0 {
-        return Err(format!("{} bytes after the ApiVersions answer", b.remaining()));
+        return Err(format!(
+            "{} bytes after the ApiVersions answer",
+            b.remaining()
+        ));
     }
     if r.error_code != 0 {
         return Err(format!("ApiVersions error code {}", r.error_code));
@@ -140,7 +143,10 @@ mod tests {
     #[test]
     fn request_is_an_api_versions_v0_frame() {
         let f = request_frame();
-        assert_eq!(i32::from_be_bytes(f[..4].try_into().unwrap()) as usize, f.len() - 4);
+        assert_eq!(
+            i32::from_be_bytes(f[..4].try_into().unwrap()) as usize,
+            f.len() - 4
+        );
         let mut b = bytes::Bytes::copy_from_slice(&f[4..]);
         let h = RequestHeader::decode(&mut b, 1).unwrap();
         assert_eq!(h.request_api_key, ApiKey::ApiVersions as i16);
@@ -159,12 +165,24 @@ mod tests {
     #[test]
     fn wrong_answers_are_errors() {
         let other = answer(7, &listing(&[18]));
-        assert!(parse_response(&other).unwrap_err().contains("correlation id 7"));
+        assert!(
+            parse_response(&other)
+                .unwrap_err()
+                .contains("correlation id 7")
+        );
         let mut err = listing(&[18]);
         err.error_code = 35;
-        assert!(parse_response(&answer(CORRELATION_ID, &err)).unwrap_err().contains("35"));
+        assert!(
+            parse_response(&answer(CORRELATION_ID, &err))
+                .unwrap_err()
+                .contains("35")
+        );
         let without = answer(CORRELATION_ID, &listing(&[0, 1]));
-        assert!(parse_response(&without).unwrap_err().contains("does not list"));
+        assert!(
+            parse_response(&without)
+                .unwrap_err()
+                .contains("does not list")
+        );
         assert!(parse_response(b"xy").is_err());
     }
 }
