@@ -11,6 +11,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod group;
+pub mod health;
 pub mod http;
 pub mod log;
 pub mod logging;

@@ -2,6 +2,8 @@
 //!
 //! With no arguments it serves PLAINTEXT on localhost:9092 with its data in ./data.
 //! `--config FILE` reads Kafka broker properties; `--override key=value` (repeatable) sets one.
+//! `sluice health [--bootstrap HOST:PORT]` checks that a broker answers ApiVersions (exit 0)
+//! or not (exit 1): a container health check.
 //! Log filter: `SLUICE_LOG`, else `RUST_LOG` (tracing-subscriber's EnvFilter syntax, e.g.
 //! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
@@ -9,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use tracing::{error, info};
 
 use sluice::broker::Broker;
@@ -26,11 +28,43 @@ struct Args {
     /// Set one property, as key=value (repeatable); applied after --config.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Exit 0 if the broker answers an ApiVersions request, 1 if not (a health check).
+    Health {
+        /// The broker to ask, as host:port; every address the host resolves to is tried.
+        #[arg(long, value_name = "HOST:PORT", default_value = "localhost:9092")]
+        bootstrap: String,
+        /// Seconds to wait for the connection, and then for the answer.
+        #[arg(long, value_name = "SECONDS", default_value_t = 3)]
+        timeout: u64,
+    },
+}
+
+/// `sluice health`: one line on stdout when the broker answers, on stderr when not.
+fn health(bootstrap: &str, timeout: u64) -> ! {
+    match sluice::health::check(bootstrap, Duration::from_secs(timeout.max(1))) {
+        Ok((addr, keys)) => {
+            println!("sluice health: {addr} answered ApiVersions ({keys} APIs)");
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("sluice health: {e}");
+            std::process::exit(1)
+        }
+    }
 }
 
 fn main() {
     sluice::alloc::keep_large_buffers();
     let args = Args::parse();
+    if let Some(Command::Health { bootstrap, timeout }) = &args.command {
+        health(bootstrap, *timeout);
+    }
     init_logging();
     let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
         Ok(c) => c,

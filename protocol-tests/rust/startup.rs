@@ -3,7 +3,8 @@
 //! broker as shipped, configuration errors naming FILE:LINE, the start-up lines, and the log
 //! filter variables, an open-file limit too low for the segment files kept open (the message
 //! names the limit needed), and more segments than descriptors served under the bound on open
-//! segment files, across a kill -9. Every test runs the real binary.
+//! segment files, across a kill -9, and `sluice health` telling a broker from no broker and
+//! from a port that answers something else. Every test runs the real binary.
 
 mod common;
 
@@ -396,4 +397,54 @@ fn more_segments_than_file_descriptors_run_under_the_default_bound_and_survive_k
     assert!(open_fds(child.id()) <= 128 + 64);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Runs `sluice health --bootstrap ADDR`; its exit code and output (stdout, stderr).
+fn health(addr: &str) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["health", "--bootstrap", addr, "--timeout", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sluice health");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn health_exits_0_for_a_broker_and_1_for_no_broker_or_another_server() {
+    let broker = TestBroker::start(&[]);
+    let (code, out, _) = health(&format!("127.0.0.1:{}", broker.port));
+    assert_eq!(code, Some(0), "health of a running broker: {out}");
+    assert!(out.contains("answered ApiVersions"), "{out}");
+    // a host name: resolved, and each of its addresses tried until one answers
+    let (code, out, err) = health(&format!("localhost:{}", broker.port));
+    assert_eq!(code, Some(0), "health via localhost: {out}{err}");
+
+    // nothing listens on this port
+    let free = free_port();
+    let (code, _, err) = health(&format!("127.0.0.1:{free}"));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("connect"), "{err}");
+
+    // a server that answers, but not in Kafka's protocol
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 64];
+        let _ = s.read(&mut buf);
+        s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap();
+    });
+    let (code, _, err) = health(&format!("127.0.0.1:{port}"));
+    server.join().unwrap();
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not a Kafka answer"), "{err}");
+
+    let (code, _, err) = health("no-such-host.invalid:9092");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cannot resolve"), "{err}");
 }
