@@ -1,8 +1,9 @@
 //! `sluice --kafka-env`: the apache/kafka image's environment read by the real binary. A KRaft
-//! node configured by `KAFKA_*` variables answers Metadata with the advertised address and
-//! `CLUSTER_ID`, and refuses to start on its dirs with another cluster id; a variable that
-//! names no property stops start-up naming it (and means nothing without the flag); a
-//! SASL_PLAINTEXT listener takes its PLAIN users from the JAAS file named in `KAFKA_OPTS`.
+//! node configured by `KAFKA_*` variables answers Metadata and DescribeCluster with the
+//! advertised address and `CLUSTER_ID`, and refuses to start on its dirs with another cluster
+//! id; a variable that names no property stops start-up naming it (and means nothing without
+//! the flag); a SASL_PLAINTEXT listener takes its PLAIN users from the JAAS file named in
+//! `KAFKA_OPTS`.
 
 mod common;
 
@@ -12,8 +13,8 @@ use std::process::Child;
 use bytes::Bytes;
 use common::{Client, answers_api_versions, free_port, sluice_command, wait_exit, wait_ready};
 use kafka_protocol::messages::{
-    ApiKey, MetadataRequest, MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -94,6 +95,14 @@ fn variables_configure_the_node_and_cluster_id_formats_its_dirs() {
     assert_eq!(m.brokers[0].node_id.0, 1);
     assert_eq!(m.brokers[0].host.as_str(), "broker.example");
     assert_eq!(m.brokers[0].port, port as i32);
+    let d: DescribeClusterResponse = Client::connect(port).call(
+        ApiKey::DescribeCluster,
+        0,
+        &DescribeClusterRequest::default(),
+    );
+    assert_eq!(d.error_code, 0);
+    assert_eq!(d.cluster_id.as_str(), "MkU3OEVBNTcwNTJENDM2Qk");
+    assert_eq!(d.brokers[0].host.as_str(), "broker.example");
     let meta = std::fs::read_to_string(data.join("meta.properties")).unwrap();
     assert!(
         meta.contains("cluster.id=MkU3OEVBNTcwNTJENDM2Qk\n"),
