@@ -4,6 +4,9 @@
 //! `--config FILE` reads Kafka broker properties; `--override key=value` (repeatable) sets one.
 //! `sluice health [--bootstrap HOST:PORT]` checks that a broker answers ApiVersions (exit 0)
 //! or not (exit 1): a container health check.
+//! `--kafka-env` reads the environment as the apache/kafka container image does (`KAFKA_*`
+//! variables over the file, `CLUSTER_ID`, the JAAS file in `KAFKA_OPTS`; see
+//! `sluice::config::env`).
 //! Log filter: `SLUICE_LOG`, else `RUST_LOG` (tracing-subscriber's EnvFilter syntax, e.g.
 //! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
@@ -28,6 +31,11 @@ struct Args {
     /// Set one property, as key=value (repeatable); applied after --config.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Read the environment as the apache/kafka image does: KAFKA_* variables as properties
+    /// (over --config, under --override), CLUSTER_ID formats the log dirs, KAFKA_OPTS may name
+    /// a JAAS file; with neither a file nor a variable, the image's single-node defaults.
+    #[arg(long)]
+    kafka_env: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -66,9 +74,13 @@ fn main() {
         health(bootstrap, *timeout);
     }
     init_logging();
-    let config = match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
-        Ok(c) => c,
-        Err(e) => fail(&format!("{e:#}")),
+    let config = if args.kafka_env {
+        load_kafka_env(&args)
+    } else {
+        match BrokerConfig::load(args.config.as_deref(), &args.overrides) {
+            Ok(c) => c,
+            Err(e) => fail(&format!("{e:#}")),
+        }
     };
     if !config.no_effect.is_empty() {
         info!("accepted, no effect: {}", config.no_effect.join(", "));
@@ -82,6 +94,40 @@ fn main() {
     let code = rt.block_on(run(config));
     rt.shutdown_timeout(Duration::from_millis(200));
     std::process::exit(code);
+}
+
+/// `--kafka-env`: the configuration from the file, the environment and the overrides, and
+/// the log dirs formatted with the environment's cluster id, as the apache/kafka image does
+/// before it starts the broker.
+fn load_kafka_env(args: &Args) -> BrokerConfig {
+    use sluice::config::env;
+    let (config, kafka_env) =
+        match env::load(args.config.as_deref(), &args.overrides, std::env::vars_os()) {
+            Ok(c) => c,
+            Err(e) => fail(&format!("{e:#}")),
+        };
+    if args.config.is_none() && kafka_env.settings.is_empty() {
+        info!("no KAFKA_* variable and no --config: the apache/kafka image's default single node");
+    }
+    if !kafka_env.skipped.is_empty() {
+        info!(
+            "read by the apache/kafka image's launch scripts only, skipped: {}",
+            kafka_env.skipped.join(", ")
+        );
+    }
+    match sluice::cluster::controller::format_dirs(&config, &kafka_env.cluster_id) {
+        Ok(dirs) => {
+            for d in dirs {
+                info!(
+                    "formatted {} with cluster id {}",
+                    d.display(),
+                    kafka_env.cluster_id
+                );
+            }
+        }
+        Err(e) => fail(&format!("{e:#}")),
+    }
+    config
 }
 
 /// The log filter from `SLUICE_LOG`, else `RUST_LOG`, else `info`. A filter that does not

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, TestBroker, free_port};
+use common::{Client, TestBroker, free_port, sluice_command, wait_exit, wait_ready};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
 /// A broker answers ApiVersions on this port.
@@ -25,48 +25,20 @@ fn serves(port: u16) -> bool {
 
 /// Runs sluice with `args` in `cwd`, stderr (its log) to `log`.
 fn spawn(args: &[String], cwd: &Path, env: &[(&str, &str)], log: &Path) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut cmd = sluice_command(log);
     cmd.args(args)
         .current_dir(cwd)
         .env_remove("SLUICE_LOG")
         .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(File::create(log).unwrap());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+        .envs(env.iter().copied());
     cmd.spawn().expect("start sluice")
 }
 
-/// Waits (up to 20 s) for the process to exit; its exit code.
-fn wait_exit(child: &mut Child) -> Option<i32> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("sluice did not exit within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits (up to 20 s) until the broker accepts connections on `port`.
+/// Waits until the broker accepts connections on `port`.
 fn wait_listening(child: &mut Child, port: u16, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(s) = child.try_wait().unwrap() {
-            panic!(
-                "sluice exited ({s}): {}",
-                std::fs::read_to_string(log).unwrap()
-            );
-        }
-        assert!(Instant::now() < deadline, "broker did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_ready(child, log, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
 }
 
 /// Waits until the log has a line containing `needle`.

@@ -24,7 +24,7 @@ mod metadata_file;
 mod scram;
 mod topic_configs;
 
-pub use meta_files::{claim_controller_dirs, stored_cluster_id};
+pub use meta_files::{claim_controller_dirs, format_dirs, stored_cluster_id};
 use meta_files::{load_meta_properties, write_partition_metadata};
 
 use super::checkpoints::LogDirCheckpoints;

@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod dynamic;
+pub mod env;
 pub mod keys;
 mod listeners;
 pub(crate) mod parse;
@@ -313,6 +314,13 @@ impl Props {
     }
 }
 
+/// The settings of a properties file (`--config FILE`).
+pub fn file_settings(path: &Path) -> Result<Vec<Setting>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    parse_properties(&text, path)
+}
+
 impl BrokerConfig {
     /// Builds the configuration from settings applied in order over the defaults.
     pub fn from_settings(settings: Vec<Setting>) -> Result<BrokerConfig> {
@@ -554,9 +562,7 @@ impl BrokerConfig {
     pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<BrokerConfig> {
         let mut settings = Vec::new();
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
-            settings.extend(parse_properties(&text, path)?);
+            settings.extend(file_settings(path)?);
         }
         for o in overrides {
             settings.push(parse_override(o)?);

@@ -17,6 +17,17 @@ pub enum Origin {
     Override,
     /// A dynamic broker config (KIP-226) from the controller's metadata.
     Dynamic,
+    /// A `KAFKA_*` environment variable read with `--kafka-env`.
+    Env(String),
+    /// The default server.properties of the apache/kafka image (`--kafka-env`, nothing given).
+    ImageDefault,
+    /// A login module entry of a static JAAS file (`-Djava.security.auth.login.config` in
+    /// `KAFKA_OPTS`): the file, the line the entry starts on, and its section.
+    Jaas {
+        path: PathBuf,
+        line: usize,
+        section: String,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -26,6 +37,13 @@ impl fmt::Display for Origin {
             Origin::File { path, line } => write!(f, "{}:{line}", path.display()),
             Origin::Override => write!(f, "--override"),
             Origin::Dynamic => write!(f, "dynamic config"),
+            Origin::Env(var) => write!(f, "environment variable {var}"),
+            Origin::ImageDefault => write!(f, "the apache/kafka image's default"),
+            Origin::Jaas {
+                path,
+                line,
+                section,
+            } => write!(f, "{}:{line} (JAAS section {section})", path.display()),
         }
     }
 }

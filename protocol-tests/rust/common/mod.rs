@@ -133,6 +133,45 @@ impl TestBroker {
     }
 }
 
+/// The `sluice` binary with no input or output but its stderr (its log) written to `log`.
+pub fn sluice_command(log: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
+    cmd
+}
+
+/// Waits (up to 30 s) until `ready`; panics with the log if the process exits first.
+pub fn wait_ready(child: &mut Child, log: &std::path::Path, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!(
+                "sluice exited ({s}): {}",
+                std::fs::read_to_string(log).unwrap()
+            );
+        }
+        assert!(Instant::now() < deadline, "broker did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (up to 20 s) for the process to exit; its exit code.
+pub fn wait_exit(child: &mut Child) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sluice did not exit within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Sends ApiVersions v0 and waits (up to 2 s) for the start of an answer.
 pub fn answers_api_versions(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
