@@ -7,15 +7,31 @@ containers suite.
                                          exit 0 once every record is acknowledged
   records.py consume BOOTSTRAP TOPIC N   reads partition 0 from the beginning; exit 0 if
                                          exactly value-0 .. value-(N-1) come back, in order
-Errors go to stderr; each command gives up after 30 s.
+Errors go to stderr; each command gives up after 30 s (RECORDS_DEADLINE).
+
+Environment, all optional: RECORDS_START=S numbers the records from S (consume expects
+value-0 .. value-(N-1) all the same); RECORDS_RF and RECORDS_TOPIC_CONFIG (k=v,...) for the
+topic created; RECORDS_SASL=user:password logs in with SASL PLAIN over SASL_PLAINTEXT.
 """
+import os
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-DEADLINE_S = 30
+DEADLINE_S = float(os.environ.get("RECORDS_DEADLINE", "30"))
+
+
+def client_conf(bootstrap):
+    """The connection settings every client of this script uses."""
+    conf = {"bootstrap.servers": bootstrap, "error_cb": errors}
+    sasl = os.environ.get("RECORDS_SASL")
+    if sasl:
+        user, password = sasl.split(":", 1)
+        conf.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                     "sasl.username": user, "sasl.password": password})
+    return conf
 
 
 def errors(err):
@@ -23,23 +39,28 @@ def errors(err):
 
 
 def produce(bootstrap, topic, n):
-    admin = AdminClient({"bootstrap.servers": bootstrap, "error_cb": errors})
-    fut = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic]
+    admin = AdminClient(client_conf(bootstrap))
+    rf = int(os.environ.get("RECORDS_RF", "1"))
+    cfg = dict(kv.split("=", 1) for kv in os.environ.get("RECORDS_TOPIC_CONFIG", "").split(",")
+               if kv)
+    new = NewTopic(topic, num_partitions=1, replication_factor=rf, config=cfg)
+    fut = admin.create_topics([new], operation_timeout=DEADLINE_S)[topic]
     try:
         fut.result(timeout=DEADLINE_S)
     except Exception as e:  # an existing topic is fine: the records go after its own
         if "TOPIC_ALREADY_EXISTS" not in str(e):
             print("create %s: %s" % (topic, e), file=sys.stderr)
             return 1
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "enable.idempotence": True, "error_cb": errors})
+    p = Producer(dict(client_conf(bootstrap), **{"acks": "all", "linger.ms": 5,
+                                                  "enable.idempotence": True}))
+    start = int(os.environ.get("RECORDS_START", "0"))
     failed = []
 
     def delivered(err, msg):
         if err is not None:
             failed.append(str(err))
 
-    for i in range(n):
+    for i in range(start, start + n):
         p.produce(topic, value=("value-%d" % i).encode(), key=str(i).encode(),
                   on_delivery=delivered)
     left = p.flush(DEADLINE_S)
@@ -50,8 +71,8 @@ def produce(bootstrap, topic, n):
 
 
 def consume(bootstrap, topic, n):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "containers-suite",
-                  "enable.auto.commit": False, "error_cb": errors})
+    c = Consumer(dict(client_conf(bootstrap), **{"group.id": "containers-suite",
+                                                  "enable.auto.commit": False}))
     c.assign([TopicPartition(topic, 0, 0)])
     got = []
     end = time.monotonic() + DEADLINE_S
