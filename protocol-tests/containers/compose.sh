@@ -206,3 +206,24 @@ fi
 compose_down "$project" "$file"
 unset SLUICE_PORT_1 SLUICE_PORT_2 SLUICE_PORT_3 SLUICE_HTTP_PORT_1 SLUICE_HTTP_PORT_2 \
     SLUICE_HTTP_PORT_3
+
+# testcontainers: the README's recipe. Testcontainers for Python starts the image as a generic
+# container through podman's Docker-compatible socket (no Ryuk reaper: its image cannot be
+# pulled here; the container is removed by the library, and by name by the exit trap)
+s=testcontainers
+sock_dir="$(mktemp -d)"
+podman system service --time=0 "unix://$sock_dir/podman.sock" >/dev/null 2>&1 &
+service_pid=$!
+tc_name="$prefix-tc"
+containers+=("$tc_name")
+for _ in $(seq 1 100); do [[ -S "$sock_dir/podman.sock" ]] && break; sleep 0.1; done
+if ! out="$(DOCKER_HOST="unix://$sock_dir/podman.sock" TESTCONTAINERS_RYUK_DISABLED=true \
+        TESTCONTAINERS_CONNECTION_MODE=docker_host \
+        "$PY" "$here/testcontainers_check.py" "$IMAGE" "$N" "$tc_name" 2>&1)"; then
+    fail "$s" "$(echo "$out" | tail -4 | tr '\n' ' ')"
+else
+    pass "$s ($N records through the port Testcontainers mapped; $(echo "$out" | grep '^# container' | cut -c3-))"
+fi
+kill "$service_pid" 2>/dev/null
+wait "$service_pid" 2>/dev/null
+rm -rf "$sock_dir"

@@ -44,11 +44,20 @@ def produce(bootstrap, topic, n):
     cfg = dict(kv.split("=", 1) for kv in os.environ.get("RECORDS_TOPIC_CONFIG", "").split(",")
                if kv)
     new = NewTopic(topic, num_partitions=1, replication_factor=rf, config=cfg)
-    fut = admin.create_topics([new], operation_timeout=DEADLINE_S)[topic]
-    try:
-        fut.result(timeout=DEADLINE_S)
-    except Exception as e:  # an existing topic is fine: the records go after its own
-        if "TOPIC_ALREADY_EXISTS" not in str(e):
+    end = time.monotonic() + DEADLINE_S
+    while True:
+        fut = admin.create_topics([new], operation_timeout=DEADLINE_S)[topic]
+        try:
+            fut.result(timeout=DEADLINE_S)
+            break
+        except Exception as e:
+            # an existing topic is fine: the records go after its own
+            if "TOPIC_ALREADY_EXISTS" in str(e):
+                break
+            # a cluster whose brokers are still registering, as with Kafka: ask again
+            if "INVALID_REPLICATION_FACTOR" in str(e) and time.monotonic() < end:
+                time.sleep(0.5)
+                continue
             print("create %s: %s" % (topic, e), file=sys.stderr)
             return 1
     p = Producer(dict(client_conf(bootstrap), **{"acks": "all", "linger.ms": 5,

@@ -274,3 +274,49 @@ pub(super) fn check_inter_broker_listener(
         ),
     ))
 }
+
+/// Kafka's default for the controller listeners in KRaft: when `listener.security.protocol.map`
+/// is not given, `process.roles` is set and no listener is named SSL or SASL_*, each controller
+/// listener maps to PLAINTEXT. Adds them to `map` and returns the map's effective value when it
+/// changed.
+pub(super) fn implied_controller_protocols(
+    p: &Props,
+    map: &mut BTreeMap<String, String>,
+) -> Option<String> {
+    if p.given("listener.security.protocol.map") || !p.is_set("process.roles") {
+        return None;
+    }
+    let secured = |n: &str| matches!(n, "SSL" | "SASL_SSL" | "SASL_PLAINTEXT");
+    let controllers: Vec<String> = p
+        .get("controller.listener.names")
+        .split(',')
+        .map(|n| n.trim().to_ascii_uppercase())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let listener_names: Vec<String> = p
+        .get("listeners")
+        .split(',')
+        .filter_map(|l| l.split_once("://"))
+        .map(|(n, _)| n.trim().to_ascii_uppercase())
+        .collect();
+    if controllers
+        .iter()
+        .chain(&listener_names)
+        .any(|n| secured(n))
+    {
+        return None;
+    }
+    let mut changed = false;
+    for c in controllers {
+        if !map.contains_key(&c) {
+            map.insert(c, "PLAINTEXT".to_string());
+            changed = true;
+        }
+    }
+    changed.then(|| {
+        map.iter()
+            .map(|(n, proto)| format!("{n}:{proto}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}

@@ -25,8 +25,8 @@ use anyhow::{Context, Result, anyhow, bail};
 pub use cluster::{ClusterConfig, Roles};
 pub use listeners::{HttpListener, Listener};
 use listeners::{
-    advertised_listeners, check_distinct_ports, check_inter_broker_listener, listener_names,
-    parse_listeners, parse_protocol_map,
+    advertised_listeners, check_distinct_ports, check_inter_broker_listener,
+    implied_controller_protocols, listener_names, parse_listeners, parse_protocol_map,
 };
 pub use parse::{Origin, Setting, parse_override, parse_properties, read_pairs};
 
@@ -350,7 +350,8 @@ impl BrokerConfig {
             }
         }
 
-        let protocols = parse_protocol_map(&p)?;
+        let mut protocols = parse_protocol_map(&p)?;
+        let implied_protocols = implied_controller_protocols(&p, &mut protocols);
         let mut listeners = parse_listeners(&p, "listeners")?;
         check_distinct_ports(&p, &listeners)?;
         for l in &listeners {
@@ -462,6 +463,9 @@ impl BrokerConfig {
         for (k, (v, o)) in &p.0 {
             raw.insert(k.clone(), v.clone());
             origins.insert(k.clone(), o.clone());
+        }
+        if let Some(map) = implied_protocols {
+            raw.insert("listener.security.protocol.map".to_string(), map);
         }
         Ok(BrokerConfig {
             listeners,

@@ -586,3 +586,35 @@ fn http_server_listener_is_off_by_default_and_parsed() {
         );
     }
 }
+
+#[test]
+fn controller_listeners_default_to_plaintext_when_no_map_is_given() {
+    // apache/kafka's isolated example: a controller-only node sets no protocol map.
+    let c = cfg(&[
+        ("process.roles", "controller"),
+        ("node.id", "1"),
+        ("controller.quorum.voters", "1@127.0.0.1:9301"),
+        ("controller.listener.names", "CONTROLLER"),
+        ("listeners", "CONTROLLER://:9301"),
+        ("log.dirs", "/tmp/sluice-cfg-test"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.security_protocol("CONTROLLER").as_deref(),
+        Some("PLAINTEXT")
+    );
+    // A map that is given is taken as it is.
+    let e = err(cfg(&[
+        ("process.roles", "controller"),
+        ("node.id", "1"),
+        ("controller.quorum.voters", "1@127.0.0.1:9301"),
+        ("controller.listener.names", "CONTROLLER"),
+        ("listeners", "CONTROLLER://:9301"),
+        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT"),
+        ("log.dirs", "/tmp/sluice-cfg-test"),
+    ]));
+    assert!(
+        e.contains("no security protocol for listener CONTROLLER"),
+        "{e}"
+    );
+}
