@@ -85,7 +85,19 @@ pub async fn start_quorum(
     };
     let mut qc = QuorumConfig::new(config.node_id as u64, voters, &cc.metadata_log_dir, bound);
     if cc.controller_listener.is_none() {
-        qc.advertised = Some(bound.to_string());
+        // A broker-only node follows the quorum on a port of its own, reached at the host it
+        // advertises on the inter-broker listener (its bind address may be 0.0.0.0).
+        let host = config
+            .advertised_endpoints()
+            .into_iter()
+            .find(|l| l.name == cc.inter_broker_listener)
+            .map(|l| l.host)
+            .filter(|h| !h.is_empty() && h != "0.0.0.0" && h != "::");
+        qc.advertised = Some(match host {
+            Some(h) if h.contains(':') => format!("[{h}]:{}", bound.port()),
+            Some(h) => format!("{h}:{}", bound.port()),
+            None => bound.to_string(),
+        });
     }
     qc.cluster_id = cluster_id;
     qc.election_timeout = Duration::from_millis(cc.quorum_election_timeout_ms);
