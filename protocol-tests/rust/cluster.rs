@@ -442,3 +442,147 @@ fn followers_fetch_in_incremental_sessions() {
         "{after:?} (before: {seen:?})"
     );
 }
+
+/// Whether `broker` is listed unfenced by node `i`'s DescribeCluster (fenced brokers
+/// included); `None` if it does not answer.
+fn unfenced_per(c: &TestCluster, i: usize, broker: i32) -> Option<bool> {
+    use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+    let mut client = std::panic::catch_unwind(|| c.connect(i)).ok()?;
+    let mut req = DescribeClusterRequest::default();
+    req.include_fenced_brokers = true;
+    let r: DescribeClusterResponse = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        client.call(ApiKey::DescribeCluster, 2, &req)
+    }))
+    .ok()?;
+    Some(
+        r.brokers
+            .iter()
+            .any(|b| b.broker_id == broker && !b.is_fenced),
+    )
+}
+
+/// The (leader, leader epoch, sorted ISR) of partitions 0..n of `topic` as node `i` sees them.
+fn states(c: &TestCluster, i: usize, topic: &str, n: i32) -> Option<Vec<(i32, i32, Vec<i32>)>> {
+    let m = c.metadata(i)?;
+    (0..n)
+        .map(|p| common::cluster::partition_state_in(&m, topic, p))
+        .collect()
+}
+
+#[test]
+fn a_node_killed_and_restarted_at_once_rejoins_the_isrs_only_as_its_new_registration() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    // No automatic move back to preferred leaders: the test watches for any leadership change.
+    let mut c = TestCluster::start(3, &["auto.leader.rebalance.enable=false"]);
+    create(&c, "isr", 3, 3, &[("min.insync.replicas", "2")]);
+    c.wait_for(WAIT, "every ISR full", |c| {
+        states(c, 0, "isr", 3)
+            .is_some_and(|s| s.iter().all(|(l, _, isr)| *l >= 0 && isr.len() == 3))
+    });
+    // The victim: a node that is not the active controller.
+    let controller = c.metadata(0).expect("metadata").controller_id.0;
+    let vi = (0..3).find(|i| c.nodes[*i].id != controller).unwrap();
+    let victim = c.nodes[vi].id;
+    let si = (0..3).find(|i| *i != vi).unwrap();
+    let survivors: Vec<u16> = (0..3)
+        .filter(|i| *i != vi)
+        .map(|i| c.nodes[i].port)
+        .collect();
+    // acks=all load on the survivors (each takes what it leads; the others answer errors).
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut acked = 0u32;
+            // At most 100 000 produces, until told to stop.
+            for n in 0..100_000u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let port = survivors[n as usize % survivors.len()];
+                let batch = record_batch(&[b"load"], 1_700_000_000_000);
+                let ok = std::panic::catch_unwind(|| {
+                    let mut client = Client::connect(port);
+                    produce_one(&mut client, "isr", (n % 3) as i32, batch).error_code == 0
+                });
+                if ok.unwrap_or(false) {
+                    acked += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            acked
+        })
+    };
+    let registered = "registered with the controller: broker epoch";
+    let registered_before = c.log(vi).matches(registered).count();
+    c.kill9(vi);
+    let killed_at = Instant::now();
+    c.restart(vi);
+    // Poll: once the victim has left a partition's ISR, it may be back only when its new
+    // process is registered and unfenced. Bounded: 60 s.
+    let mut left = [false; 3];
+    let mut full_at = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        // Metadata first: a DescribeCluster answered after it is at least as new.
+        let Some(s) = states(&c, si, "isr", 3) else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        let unfenced = unfenced_per(&c, si, victim);
+        let new_registered = c.log(vi).matches(registered).count() > registered_before;
+        for (p, (_, _, isr)) in s.iter().enumerate() {
+            if !isr.contains(&victim) {
+                if !left[p] {
+                    eprintln!(
+                        "{victim} left the ISR of isr-{p} {:?} after the kill",
+                        killed_at.elapsed()
+                    );
+                }
+                left[p] = true;
+            } else if left[p] {
+                assert!(
+                    new_registered && unfenced == Some(true),
+                    "isr-{p}: {victim} is back in the ISR {isr:?} before its new process is \
+                     registered ({new_registered}) and unfenced ({unfenced:?})"
+                );
+            }
+        }
+        if left.iter().all(|l| *l) && s.iter().all(|(l, _, isr)| *l >= 0 && isr.len() == 3) {
+            full_at = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let settled = full_at.unwrap_or_else(|| {
+        panic!(
+            "the ISRs did not fill again with the restarted node (left: {left:?})\n{}",
+            c.log(vi)
+        )
+    });
+    assert!(
+        !c.log(vi).contains("registration refused"),
+        "the restarted node waited out its old session:\n{}",
+        c.log(vi)
+    );
+    // Full again: no leadership change and no ISR shrink for 30 s (checked every 250 ms).
+    let quiet_until = Instant::now() + Duration::from_secs(30);
+    let mut checks = 0;
+    while Instant::now() < quiet_until {
+        if let Some(s) = states(&c, si, "isr", 3) {
+            assert_eq!(
+                s, settled,
+                "the partitions changed after the ISRs were full again"
+            );
+            checks += 1;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(checks > 10, "only {checks} metadata answers in 30 s");
+    stop.store(true, Ordering::Relaxed);
+    let acked = load.join().unwrap();
+    assert!(acked > 0, "no acks=all produce succeeded");
+}

@@ -504,7 +504,7 @@ mod tests {
         while f.partition.log_end_offset() < 4 {
             tokio::task::yield_now().await;
         }
-        f.partition.on_follower_fetch(2, 4, now_ms()).unwrap();
+        f.partition.on_follower_fetch(2, 4, 1, now_ms()).unwrap();
         assert_eq!(waiting.await.unwrap(), (0, 2));
         assert_eq!(f.partition.high_watermark(), 4);
     }
@@ -519,7 +519,7 @@ mod tests {
         }
         // The follower gets the records, then the controller drops it from the ISR, before
         // the waiting produce runs again.
-        f.partition.on_follower_fetch(2, 2, now_ms()).unwrap();
+        f.partition.on_follower_fetch(2, 2, 1, now_ms()).unwrap();
         let shrunk = PartitionRecord {
             leader_epoch: 1,
             partition_epoch: 2,

@@ -333,6 +333,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     };
     // Negative ids are consumers (-1), Kafka's debugging consumer (-2) and so on.
     let replica = (replica_id >= 0).then_some(replica_id);
+    // The follower's broker epoch (v15+; -1 before, or while it has no accepted registration):
+    // the leader names it to the controller when it asks to add the follower to an ISR.
+    let replica_epoch = if v >= 15 {
+        req.replica_state.replica_epoch
+    } else {
+        -1
+    };
     let (session_id, epoch) = if v >= 7 {
         (req.session_id, req.session_epoch)
     } else {
@@ -435,6 +442,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
         let fetcher = Fetcher {
             replica,
+            replica_epoch,
             read_committed: replica.is_none() && req.isolation_level == 1,
             cluster: b.cluster().map(|c| &**c),
         };
@@ -519,6 +527,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
 #[derive(Clone, Copy)]
 struct Fetcher<'a> {
     replica: Option<i32>,
+    /// The follower's broker epoch (-1: not known).
+    replica_epoch: i64,
     read_committed: bool,
     cluster: Option<&'a crate::cluster::node::ClusterNode>,
 }
@@ -604,6 +614,7 @@ fn read_one(
 ) -> Result<Read, crate::cluster::PartitionError> {
     let Fetcher {
         replica,
+        replica_epoch,
         read_committed,
         cluster,
     } = fetcher;
@@ -615,6 +626,7 @@ fn read_one(
             current_leader_epoch: w.current_leader_epoch,
             last_fetched_epoch: w.last_fetched_epoch,
             log_start_offset: w.log_start_offset,
+            broker_epoch: replica_epoch,
         };
         let read = p.read_for_follower(replica, &fetch, now_ms())?;
         if let Some(isr) = &read.isr_expansion {

@@ -43,7 +43,8 @@ pub enum ControlError {
     NotLeader,
     /// INVALID_UPDATE_VERSION: the partition epoch moved on since the leader read it.
     InvalidUpdateVersion,
-    /// INELIGIBLE_REPLICA: an ISR addition of a fenced or shutting-down broker.
+    /// INELIGIBLE_REPLICA: the new ISR names a broker that is not registered, is fenced or
+    /// shutting down, or whose broker epoch is not the registered one (a stale incarnation).
     IneligibleReplica,
     InvalidRequest(String),
     Topic(TopicError),
@@ -82,6 +83,48 @@ pub struct AlterIsr {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// The broker epoch of each member of `new_isr`, in the same order, as the leader knows it
+    /// (a follower's from its fetches; -1: not known), as Kafka's `NewIsrWithEpochs`.
+    pub new_isr_epochs: Vec<i64>,
+}
+
+/// Why a member of a proposed ISR may not be in it (Kafka's `IneligibleReplica` reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ineligible {
+    NotRegistered,
+    Fenced,
+    ShuttingDown,
+    /// The broker epoch the leader saw is not the registration's: another incarnation.
+    StaleEpoch,
+}
+
+/// Which members of a proposed ISR may not be in it: every member must be registered,
+/// unfenced and not shutting down, and its broker epoch must be the registration's. A member
+/// already in the ISR whose epoch the leader does not know yet (-1) is not checked for its
+/// epoch, as in Kafka; a member being added must name the epoch it fetched with, so a
+/// follower whose new incarnation has no accepted registration (it fetches with -1) stays
+/// out. `epochs`: the broker epoch of each of `new_isr`, in order.
+pub fn ineligible_members(
+    img: &MetadataImage,
+    current_isr: &[i32],
+    new_isr: &[i32],
+    epochs: &[i64],
+) -> Vec<(i32, Ineligible)> {
+    let mut out = Vec::new();
+    for (&r, &epoch) in new_isr.iter().zip(epochs) {
+        let why = match img.brokers.get(&r) {
+            None => Some(Ineligible::NotRegistered),
+            Some(b) if b.shutting_down => Some(Ineligible::ShuttingDown),
+            Some(b) if b.fenced => Some(Ineligible::Fenced),
+            Some(_) if epoch == -1 && current_isr.contains(&r) => None,
+            Some(b) if epoch != b.epoch as i64 => Some(Ineligible::StaleEpoch),
+            Some(_) => None,
+        };
+        if let Some(w) = why {
+            out.push((r, w));
+        }
+    }
+    out
 }
 
 /// What a topic creation asks for, defaults resolved.
@@ -127,18 +170,24 @@ impl ActiveController {
     }
 
     /// A broker (re)registers. A new incarnation of a live broker id is refused until the
-    /// old one's session expires (one that shut down cleanly may return at once); the old
-    /// incarnation's leaderships move away.
+    /// old one's session expires (one that shut down cleanly may return at once), as Kafka
+    /// refuses it (DUPLICATE_BROKER_REGISTRATION), unless the new incarnation proves that
+    /// the old one is gone: `previous_incarnation` is the incarnation that last ran from the
+    /// new one's data directory, which its lock lets only one process use at a time, so
+    /// the registered incarnation, if it is that one, has exited. The old incarnation's
+    /// leaderships move away and it leaves the ISRs; the new one starts fenced.
     pub fn register(
         &mut self,
         img: &MetadataImage,
         reg: BrokerRegistration,
+        previous_incarnation: Option<Uuid>,
         now: i64,
     ) -> Decision<()> {
         if let Some(old) = img.brokers.get(&reg.broker_id)
             && old.registration.incarnation != reg.incarnation
             && old.is_active()
             && self.session_alive(reg.broker_id, now)
+            && previous_incarnation != Some(old.registration.incarnation)
         {
             return Err(ControlError::DuplicateBrokerRegistration);
         }
@@ -456,11 +505,14 @@ impl ActiveController {
                 req.new_isr, p.leader, p.replicas
             )));
         }
-        if req
-            .new_isr
-            .iter()
-            .any(|r| !p.isr.contains(r) && !img.is_active(*r))
-        {
+        if req.new_isr_epochs.len() != req.new_isr.len() {
+            return Err(ControlError::InvalidRequest(format!(
+                "{} broker epochs for the ISR {:?}",
+                req.new_isr_epochs.len(),
+                req.new_isr
+            )));
+        }
+        if !ineligible_members(img, &p.isr, &req.new_isr, &req.new_isr_epochs).is_empty() {
             return Err(ControlError::IneligibleReplica);
         }
         let mut change = PartitionChange::new(p.topic_id, p.partition);

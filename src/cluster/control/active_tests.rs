@@ -46,8 +46,30 @@ impl Cluster {
             }],
             rack: None,
         };
-        let (records, ()) = self.ctl.register(&self.img, reg, self.now).unwrap();
+        let (records, ()) = self.ctl.register(&self.img, reg, None, self.now).unwrap();
         self.commit(records);
+    }
+
+    /// The registered broker epochs of `members`, as a leader that saw their fetches knows.
+    fn epochs(&self, members: &[i32]) -> Vec<i64> {
+        members
+            .iter()
+            .map(|r| self.img.brokers[r].epoch as i64)
+            .collect()
+    }
+
+    /// AlterIsr from `p`'s leader for `members` with the given broker epochs.
+    fn alter(&self, p: &PartitionRecord, members: &[i32], epochs: &[i64]) -> AlterIsr {
+        AlterIsr {
+            broker_id: p.leader,
+            broker_epoch: self.img.brokers[&p.leader].epoch,
+            topic_id: p.topic_id,
+            partition: p.partition,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: members.to_vec(),
+            new_isr_epochs: epochs.to_vec(),
+        }
     }
 
     fn heartbeat(&mut self, id: i32, fence: bool, shutdown: bool) -> HeartbeatReply {
@@ -202,11 +224,13 @@ fn a_live_broker_id_cannot_register_twice() {
         rack: None,
     };
     assert_eq!(
-        c.ctl.register(&c.img, reg.clone(), c.now).unwrap_err(),
+        c.ctl
+            .register(&c.img, reg.clone(), None, c.now)
+            .unwrap_err(),
         ControlError::DuplicateBrokerRegistration
     );
     c.now += SESSION;
-    assert!(c.ctl.register(&c.img, reg, c.now).is_ok());
+    assert!(c.ctl.register(&c.img, reg, None, c.now).is_ok());
 }
 
 #[test]
@@ -244,6 +268,7 @@ fn alter_isr_checks_epochs_and_eligibility() {
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
         new_isr: vec![leader],
+        new_isr_epochs: c.epochs(&[leader]),
     };
     let (records, after) = c.ctl.alter_isr(&c.img, &req).unwrap();
     c.commit(records);
@@ -260,6 +285,7 @@ fn alter_isr_checks_epochs_and_eligibility() {
     let add = AlterIsr {
         partition_epoch: after.partition_epoch,
         new_isr: vec![leader, other],
+        new_isr_epochs: c.epochs(&[leader, other]),
         ..req.clone()
     };
     assert_eq!(
@@ -300,6 +326,7 @@ fn reassignment_completes_when_the_new_replica_joins_the_isr() {
         partition: 0,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
+        new_isr_epochs: c.epochs(&isr),
         new_isr: isr,
     };
     let (records, after) = c.ctl.alter_isr(&c.img, &req).unwrap();
@@ -345,4 +372,158 @@ fn the_next_expiry_is_the_first_unfenced_brokers_deadline() {
     assert!(!c.img.is_active(3));
     // A fenced broker has no deadline; the others' come next.
     assert_eq!(c.ctl.next_expiry(&c.img), Some(start + 1_000 + SESSION));
+}
+
+#[test]
+fn isr_expansion_needs_the_current_unfenced_registration() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 1, 3);
+    let p = c.part(id, 0);
+    let leader = p.leader;
+    let others: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| *r != leader)
+        .collect();
+    let (x, y) = (others[0], others[1]);
+    // Shrink to the leader and y; y's epoch is not known to the leader yet (-1), which is
+    // accepted for a member already in the ISR.
+    let le = c.img.brokers[&leader].epoch as i64;
+    let (records, _) = c
+        .ctl
+        .alter_isr(&c.img, &c.alter(&p, &[leader, y], &[le, -1]))
+        .unwrap();
+    c.commit(records);
+    let p = c.part(id, 0);
+    assert_eq!(p.isr, vec![leader, y]);
+    let xe = c.img.brokers[&x].epoch as i64;
+    let refused = |c: &Cluster, p: &PartitionRecord, epochs: &[i64]| {
+        c.ctl
+            .alter_isr(&c.img, &c.alter(p, &[leader, y, x], epochs))
+            .unwrap_err()
+    };
+    // A follower that has no accepted registration fetches with -1: not added.
+    assert_eq!(
+        refused(&c, &p, &[le, -1, -1]),
+        ControlError::IneligibleReplica
+    );
+    // An epoch that is not the registered one: another incarnation.
+    assert_eq!(
+        refused(&c, &p, &[le, -1, xe - 1]),
+        ControlError::IneligibleReplica
+    );
+    assert_eq!(
+        refused(&c, &p, &[le, -1, xe + 1]),
+        ControlError::IneligibleReplica
+    );
+    // Length mismatch.
+    assert!(matches!(
+        refused(&c, &p, &[le, xe]),
+        ControlError::InvalidRequest(_)
+    ));
+    // The current registration, unfenced: added.
+    let (records, after) = c
+        .ctl
+        .alter_isr(&c.img, &c.alter(&p, &[leader, y, x], &[le, -1, xe]))
+        .unwrap();
+    assert_eq!(after.isr, vec![leader, y, x]);
+    // Not committed: try the same with x fenced, then shutting down, then unregistered.
+    let _ = records;
+    c.heartbeat(x, true, false);
+    let p = c.part(id, 0);
+    assert_eq!(
+        refused(&c, &p, &[le, -1, xe]),
+        ControlError::IneligibleReplica
+    );
+    c.heartbeat(x, false, false);
+    c.heartbeat(x, false, true);
+    let p = c.part(id, 0);
+    assert!(!c.img.is_active(x));
+    assert_eq!(
+        refused(&c, &p, &[le, -1, xe]),
+        ControlError::IneligibleReplica
+    );
+    let (records, ()) = c.ctl.unregister(&c.img, x).unwrap();
+    c.commit(records);
+    let p = c.part(id, 0);
+    assert!(!c.img.brokers.contains_key(&x));
+    assert_eq!(
+        refused(&c, &p, &[le, -1, xe]),
+        ControlError::IneligibleReplica
+    );
+    // The pure check names each ineligible member and why.
+    assert_eq!(
+        ineligible_members(&c.img, &p.isr, &[leader, x, y], &[le, xe, 12345]),
+        vec![(x, Ineligible::NotRegistered), (y, Ineligible::StaleEpoch)]
+    );
+}
+
+#[test]
+fn a_restarted_broker_naming_its_previous_incarnation_replaces_it_at_once() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let id = c.create("t", 3, 3);
+    let old = c.img.brokers[&3].clone();
+    assert!((0..3).any(|i| c.part(id, i).leader == 3));
+    let reg = |incarnation| BrokerRegistration {
+        broker_id: 3,
+        incarnation,
+        endpoints: vec![],
+        rack: None,
+    };
+    // The session of the old incarnation is alive: a new incarnation that cannot name it (or
+    // names another) is refused, as Kafka refuses it.
+    c.now += SESSION / 2;
+    for previous in [None, Some(Uuid::new_v4())] {
+        assert_eq!(
+            c.ctl
+                .register(&c.img, reg(Uuid::new_v4()), previous, c.now)
+                .unwrap_err(),
+            ControlError::DuplicateBrokerRegistration
+        );
+    }
+    // Naming the registered incarnation proves it exited: replaced now, without waiting.
+    let (records, ()) = c
+        .ctl
+        .register(
+            &c.img,
+            reg(Uuid::new_v4()),
+            Some(old.registration.incarnation),
+            c.now,
+        )
+        .unwrap();
+    c.commit(records);
+    let new = &c.img.brokers[&3];
+    assert!(new.fenced && new.epoch > old.epoch);
+    for i in 0..3 {
+        let p = c.part(id, i);
+        assert_ne!(p.leader, 3, "partition {i}: {p:?}");
+        assert!(!p.isr.contains(&3), "partition {i}: {p:?}");
+        // Neither incarnation may be added back while the new one is fenced.
+        let mut isr = p.isr.clone();
+        isr.push(3);
+        let mut epochs = c.epochs(&p.isr);
+        for e in [old.epoch as i64, new.epoch as i64] {
+            epochs.push(e);
+            assert_eq!(
+                c.ctl
+                    .alter_isr(&c.img, &c.alter(&p, &isr, &epochs))
+                    .unwrap_err(),
+                ControlError::IneligibleReplica
+            );
+            epochs.pop();
+        }
+    }
+    // Once it has caught up it is unfenced, and its new epoch may join the ISRs.
+    c.heartbeat(3, false, false);
+    assert!(c.img.is_active(3));
+    let p = c.part(id, 0);
+    let mut isr = p.isr.clone();
+    isr.push(3);
+    let (records, after) = c
+        .ctl
+        .alter_isr(&c.img, &c.alter(&p, &isr, &c.epochs(&isr)))
+        .unwrap();
+    c.commit(records);
+    assert!(after.isr.contains(&3));
 }

@@ -235,6 +235,7 @@ async fn fetch(s: &Shared, req: FetchRequest) -> FetchResponse {
                     current_leader_epoch: fp.current_leader_epoch,
                     last_fetched_epoch: fp.last_fetched_epoch,
                     log_start_offset: fp.log_start_offset,
+                    broker_epoch: req.replica_state.replica_epoch,
                 };
                 match p.read_for_follower(replica, &fetch, now_ms()) {
                     Ok(r) => {

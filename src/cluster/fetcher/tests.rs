@@ -103,6 +103,7 @@ fn copy(from: &Partition, to: &Partition, to_node: i32, epoch: i32) {
             current_leader_epoch: epoch,
             last_fetched_epoch: pos.last_fetched_epoch,
             log_start_offset: pos.log_start_offset,
+            broker_epoch: BROKER_EPOCH,
         };
         let r = from.read_for_follower(to_node, &fetch, now_ms()).unwrap();
         if r.slice.len == 0 {

@@ -3,16 +3,50 @@
 //! applied: the controller unfences it once it has caught up with its own registration), and
 //! re-registration when the controller no longer knows its epoch (it was fenced and
 //! unregistered, or a new controller lost it).
+//!
+//! Each incarnation records its id in `<metadata log dir>/incarnation` (the directory the
+//! quorum holds locked while the process runs) and registers with the id found there before
+//! it: the controller may then replace a registered incarnation with that id at once, since
+//! the process that wrote it no longer holds the directory.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tracing::{info, warn};
+use uuid::Uuid;
 
 use super::{ClusterNode, ControllerReply, ControllerRequest};
 use crate::cluster::control::active::{ControlError, Heartbeat, HeartbeatReply};
 use crate::cluster::metadata::{BrokerRegistration, Endpoint};
+
+/// The file, in the metadata log directory, naming the incarnation that last ran from it.
+pub const INCARNATION_FILE: &str = "incarnation";
+
+/// Records `current` as the incarnation running from `dir` and returns the one recorded
+/// before, if any. The caller holds `dir`'s lock, so the previous one has exited.
+pub fn swap_incarnation(dir: &Path, current: Uuid) -> Option<Uuid> {
+    let path = dir.join(INCARNATION_FILE);
+    let previous = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| Uuid::parse_str(s.trim()).ok());
+    let tmp = dir.join(format!("{INCARNATION_FILE}.tmp"));
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, current.to_string().as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if let Err(e) = written {
+        warn!("cannot record this incarnation in {}: {e}", path.display());
+    }
+    previous
+}
 
 impl ClusterNode {
     fn registration(&self) -> Option<BrokerRegistration> {
@@ -44,7 +78,11 @@ impl ClusterNode {
             let Some(reg) = self.registration() else {
                 return;
             };
-            match self.call(ControllerRequest::Register(reg)).await {
+            let req = ControllerRequest::Register {
+                registration: reg,
+                previous_incarnation: self.previous_incarnation,
+            };
+            match self.call(req).await {
                 Ok(ControllerReply::Registered(Ok(epoch))) => {
                     self.broker_epoch.store(epoch as i64, Ordering::Release);
                     info!("registered with the controller: broker epoch {epoch}");
@@ -53,8 +91,9 @@ impl ClusterNode {
                 Ok(ControllerReply::Registered(Err(ControlError::DuplicateBrokerRegistration))) => {
                     if !refused_logged {
                         info!(
-                            "registration refused: the previous incarnation of node {} is still \
-                             registered; retrying until its session expires",
+                            "registration refused: another incarnation of node {} is still \
+                             registered and this one cannot show it has exited; retrying until \
+                             its session expires",
                             self.node_id
                         );
                         refused_logged = true;
@@ -127,5 +166,19 @@ impl ClusterNode {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_incarnation_learns_the_one_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        assert_eq!(swap_incarnation(dir.path(), a), None);
+        assert_eq!(swap_incarnation(dir.path(), b), Some(a));
+        assert_eq!(swap_incarnation(dir.path(), Uuid::new_v4()), Some(b));
     }
 }

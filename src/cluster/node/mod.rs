@@ -34,7 +34,7 @@ use uuid::Uuid;
 
 use crate::broker::{Broker, now_ms};
 use crate::cluster::Partition;
-use crate::cluster::control::active::{AlterIsr, ControlConfig};
+use crate::cluster::control::active::{AlterIsr, ControlConfig, ineligible_members};
 use crate::cluster::fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};
 use crate::cluster::metadata::MetadataImage;
 use crate::cluster::quorum::{CallError, Quorum, QuorumConfig};
@@ -202,6 +202,8 @@ pub struct ClusterNode {
     /// The broker epoch of the current registration; -1 until registered.
     pub broker_epoch: Arc<AtomicI64>,
     pub incarnation: Uuid,
+    /// The incarnation that ran from this node's metadata log directory before this one.
+    previous_incarnation: Option<Uuid>,
     isr_tx: mpsc::UnboundedSender<Arc<Partition>>,
     shutting_down: AtomicBool,
     /// The replica fetchers: one task per leader this broker follows partitions of.
@@ -225,12 +227,15 @@ impl ClusterNode {
         let (isr_tx, isr_rx) = mpsc::unbounded_channel();
         let broker_epoch = Arc::new(AtomicI64::new(-1));
         let cancel = CancellationToken::new();
+        let incarnation = Uuid::new_v4();
+        let previous_incarnation = lifecycle::swap_incarnation(&cc.metadata_log_dir, incarnation);
         let node = Arc::new(ClusterNode {
             node_id: broker.config.node_id,
             quorum: q.quorum.clone(),
             image: q.image.clone(),
             broker_epoch: broker_epoch.clone(),
-            incarnation: Uuid::new_v4(),
+            incarnation,
+            previous_incarnation,
             isr_tx,
             shutting_down: AtomicBool::new(false),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
@@ -374,22 +379,39 @@ impl ClusterNode {
                 _ = self.cancel.cancelled() => return,
                 p = rx.recv() => match p { Some(p) => p, None => return },
             };
-            let Some((leader_epoch, partition_epoch, new_isr)) = p.isr_proposal() else {
-                continue;
-            };
             let epoch = self.broker_epoch.load(Ordering::Acquire);
             if epoch < 0 {
                 p.on_refused();
                 continue;
             }
+            let Some(prop) = p.isr_proposal(epoch) else {
+                continue;
+            };
+            // As Kafka's leader does (Partition.isReplicaIsrEligible), ask only for members
+            // the metadata shows registered, unfenced and with the epoch they fetched with:
+            // the controller would refuse the others.
+            let ineligible = ineligible_members(
+                &self.image(),
+                &prop.current_isr,
+                &prop.new_isr,
+                &prop.new_isr_epochs,
+            );
+            if !ineligible.is_empty() {
+                tracing::debug!(topic = %p.topic, partition = p.index, isr = ?prop.new_isr,
+                    ?ineligible, "ISR change not sent: ineligible members");
+                p.on_refused();
+                continue;
+            }
+            let new_isr = prop.new_isr.clone();
             let req = ControllerRequest::AlterIsr(AlterIsr {
                 broker_id: self.node_id,
                 broker_epoch: epoch as u64,
                 topic_id: p.topic_id,
                 partition: p.index,
-                leader_epoch,
-                partition_epoch,
-                new_isr: new_isr.clone(),
+                leader_epoch: prop.leader_epoch,
+                partition_epoch: prop.partition_epoch,
+                new_isr: prop.new_isr,
+                new_isr_epochs: prop.new_isr_epochs,
             });
             match self.call(req).await {
                 Ok(ControllerReply::Isr(Ok(rec))) => {

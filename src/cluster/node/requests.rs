@@ -16,7 +16,12 @@ use crate::security::acl::{AclBinding, AclFilter};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
-    Register(BrokerRegistration),
+    /// `previous_incarnation`: the incarnation that last ran from this broker's data
+    /// directory, if it left a record of itself there.
+    Register {
+        registration: BrokerRegistration,
+        previous_incarnation: Option<Uuid>,
+    },
     Heartbeat(Heartbeat),
     /// One answer per topic, in order; `validate_only` commits nothing.
     CreateTopics {

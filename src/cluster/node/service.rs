@@ -93,10 +93,13 @@ impl Service {
 
     async fn serve(&self, req: ControllerRequest) -> Result<ControllerReply, ServiceError> {
         Ok(match req {
-            ControllerRequest::Register(reg) => {
+            ControllerRequest::Register {
+                registration: reg,
+                previous_incarnation,
+            } => {
                 let id = reg.broker_id;
                 let r = self
-                    .decide(|a, img, now| split(a.register(img, reg, now)))
+                    .decide(|a, img, now| split(a.register(img, reg, previous_incarnation, now)))
                     .await?;
                 // The broker epoch is the index of the entry holding the registration.
                 ControllerReply::Registered(r.map(|()| {

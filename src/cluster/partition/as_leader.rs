@@ -317,16 +317,23 @@ impl Partition {
         &self,
         replica: i32,
         fetch_offset: i64,
+        broker_epoch: i64,
         now: i64,
     ) -> Result<Option<Vec<i32>>, PartitionError> {
-        self.follower_fetched(replica, (fetch_offset, -1), self.log_end_offset(), now)
+        self.follower_fetched(
+            replica,
+            (fetch_offset, -1, broker_epoch),
+            self.log_end_offset(),
+            now,
+        )
     }
 
-    /// `position`: the follower's fetch offset and log start offset (negative: not sent).
+    /// `position`: the follower's fetch offset, log start offset (negative: not sent) and
+    /// broker epoch (-1: not registered).
     fn follower_fetched(
         &self,
         replica: i32,
-        (fetch_offset, log_start_offset): (i64, i64),
+        (fetch_offset, log_start_offset, broker_epoch): (i64, i64, i64),
         leader_leo: i64,
         now: i64,
     ) -> Result<Option<Vec<i32>>, PartitionError> {
@@ -337,7 +344,8 @@ impl Partition {
         if !ls.is_follower(replica) {
             return Err(PartitionError::NotLeader);
         }
-        let (advanced, expand) = ls.on_follower_fetch(replica, fetch_offset, leader_leo, now);
+        let (advanced, expand) =
+            ls.on_follower_fetch(replica, fetch_offset, broker_epoch, leader_leo, now);
         // A moved follower log start may complete a DeleteRecords waiting on the low watermark.
         let started = ls.on_follower_log_start(replica, log_start_offset);
         self.publish(&r);
@@ -388,7 +396,7 @@ impl Partition {
         };
         let isr_expansion = self.follower_fetched(
             replica,
-            (fetch.offset, fetch.log_start_offset),
+            (fetch.offset, fetch.log_start_offset, fetch.broker_epoch),
             leader_leo,
             now,
         )?;
@@ -444,13 +452,18 @@ impl Partition {
         applied
     }
 
-    /// The ISR change in flight as the controller must see it: (leader epoch, partition
-    /// epoch, new ISR), while this replica leads.
-    pub fn isr_proposal(&self) -> Option<(i32, i32, Vec<i32>)> {
+    /// The ISR change in flight as the controller must see it, while this replica leads:
+    /// the leader and partition epochs, the new ISR and the broker epoch of each member (this
+    /// broker's is `local_epoch`).
+    pub fn isr_proposal(&self, local_epoch: i64) -> Option<IsrProposal> {
         match &self.replication.lock().unwrap().role {
-            Role::Leader(ls) => ls
-                .pending_isr()
-                .map(|isr| (ls.leader_epoch, ls.partition_epoch, isr.to_vec())),
+            Role::Leader(ls) => ls.pending_isr().map(|isr| IsrProposal {
+                leader_epoch: ls.leader_epoch,
+                partition_epoch: ls.partition_epoch,
+                current_isr: ls.isr.clone(),
+                new_isr: isr.to_vec(),
+                new_isr_epochs: ls.member_epochs(isr, local_epoch),
+            }),
             Role::Follower { .. } => None,
         }
     }
@@ -461,6 +474,18 @@ impl Partition {
             ls.on_refused();
         }
     }
+}
+
+/// An ISR change a leader asks the controller for (Kafka's AlterPartition partition data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// The ISR the change starts from.
+    pub current_isr: Vec<i32>,
+    pub new_isr: Vec<i32>,
+    /// The broker epoch of each member of `new_isr`, in order (-1: not known).
+    pub new_isr_epochs: Vec<i64>,
 }
 
 /// What a follower's fetch asks of one partition.
@@ -475,4 +500,7 @@ pub struct FollowerFetch {
     pub last_fetched_epoch: i32,
     /// The follower's log start offset (negative: not sent).
     pub log_start_offset: i64,
+    /// The follower's broker epoch (Fetch v15+ ReplicaState.ReplicaEpoch; -1: not sent, or
+    /// the follower has no accepted registration).
+    pub broker_epoch: i64,
 }

@@ -53,7 +53,7 @@ use crate::producer::state::ProducerSummary;
 use crate::producer::{CompletedTxn, ProducerState, StableOffsets};
 
 pub use as_follower::FollowerPosition;
-pub use as_leader::{AckOutcome, FollowerFetch, LeaderAppend, ReplicaRead};
+pub use as_leader::{AckOutcome, FollowerFetch, IsrProposal, LeaderAppend, ReplicaRead};
 pub use start_offset::HIGH_WATERMARK;
 
 /// Replication state of a partition, as the controller assigned it.

@@ -9,6 +9,8 @@ use crate::log::LogConfig;
 use crate::log::batch::test_support::simple_batch;
 
 pub(super) const MAX: usize = 1 << 20;
+/// The broker epoch followers fetch with in these tests.
+pub(super) const FOLLOWER_EPOCH: i64 = 9;
 
 pub(super) fn open(
     dir: &Path,
@@ -55,6 +57,7 @@ pub(super) fn follower_fetch(offset: i64, epoch: i32, last_fetched_epoch: i32) -
         current_leader_epoch: epoch,
         last_fetched_epoch,
         log_start_offset: -1,
+        broker_epoch: FOLLOWER_EPOCH,
     }
 }
 
@@ -154,7 +157,7 @@ fn fetches_from_replicas_that_are_not_followers() {
     let e = p.read_for_follower(3, &follower_fetch(0, 0, -1), 0);
     assert!(matches!(e, Err(PartitionError::UnknownLeaderEpoch)));
     assert!(matches!(
-        p.on_follower_fetch(3, 0, 0),
+        p.on_follower_fetch(3, 0, FOLLOWER_EPOCH, 0),
         Err(PartitionError::NotLeader)
     ));
     // The epoch check comes first.
@@ -173,7 +176,8 @@ fn isr_shrink_while_waiting_answers_after_append() {
     // The replicas count as caught up when it became leader, at the wall clock.
     let t0 = now_ms();
     append(&p, 1, -1).unwrap();
-    p.on_follower_fetch(2, 1, t0 + 20_000).unwrap();
+    p.on_follower_fetch(2, 1, FOLLOWER_EPOCH, t0 + 20_000)
+        .unwrap();
     // 3 never fetches: dropped after replica.lag.time.max.ms.
     let shrink = p.check_lagging(t0 + 40_000, 30_000).unwrap();
     assert_eq!(shrink, vec![1, 2]);
@@ -195,12 +199,14 @@ fn isr_shrink_while_waiting_answers_after_append() {
     );
     // 2 catches up; the high watermark is frozen, so the record waits, and with the ISR back
     // at two it is done.
-    p.on_follower_fetch(2, 1, t0 + 41_000).unwrap();
+    p.on_follower_fetch(2, 1, FOLLOWER_EPOCH, t0 + 41_000)
+        .unwrap();
     assert!(p.on_committed(&record(&[1, 2, 3], &[1, 2], 1, 0, 2)));
     assert_eq!(p.ack_status(1, 0).unwrap(), AckStatus::Done);
     // Reached everywhere, then the ISR shrinks below min.insync.replicas.
     append(&p, 1, -1).unwrap();
-    p.on_follower_fetch(2, 2, t0 + 42_000).unwrap();
+    p.on_follower_fetch(2, 2, FOLLOWER_EPOCH, t0 + 42_000)
+        .unwrap();
     assert_eq!(p.high_watermark(), 2);
     assert!(p.on_committed(&record(&[1, 2, 3], &[1], 1, 0, 3)));
     assert_eq!(

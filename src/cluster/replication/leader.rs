@@ -32,6 +32,9 @@ pub struct Progress {
     last_fetch_leader_leo: i64,
     /// The follower's log start offset, as its last fetch said (-1: not known yet).
     pub log_start_offset: i64,
+    /// The broker epoch its last fetch carried: its registration's (-1: not known yet, or
+    /// a process whose registration the controller has not accepted).
+    pub broker_epoch: i64,
 }
 
 impl Progress {
@@ -43,6 +46,7 @@ impl Progress {
             last_fetch_ms: -1,
             last_fetch_leader_leo: -1,
             log_start_offset: -1,
+            broker_epoch: -1,
         }
     }
 }
@@ -176,19 +180,31 @@ impl LeaderState {
         self.update_high_watermark(leader_leo)
     }
 
-    /// A follower fetched from `fetch_offset`, so its log ends there. Returns whether the high
-    /// watermark advanced and an ISR expansion to propose, if any. Fetches from replicas that
-    /// are not assigned here are ignored.
+    /// A follower fetched from `fetch_offset`, so its log ends there, with `broker_epoch`
+    /// (its registration's; -1 before the controller accepted one). Returns whether the high
+    /// watermark advanced and an ISR change to propose, if any: an expansion once it caught up
+    /// (only with a known broker epoch: the controller checks it is the registered one), or,
+    /// for a member whose broker epoch changed, a shrink without it, since that is a new
+    /// process whose log may have lost what the old one had. Fetches from replicas that are
+    /// not assigned here are ignored.
     pub fn on_follower_fetch(
         &mut self,
         follower: i32,
         fetch_offset: i64,
+        broker_epoch: i64,
         leader_leo: i64,
         now: i64,
     ) -> (bool, Option<Vec<i32>>) {
         let Some(p) = self.followers.get_mut(&follower) else {
             return (false, None);
         };
+        let restarted = p.broker_epoch >= 0 && p.broker_epoch != broker_epoch;
+        if restarted {
+            // Caught up as of now only by what this process fetches from here on.
+            p.last_caught_up_ms = -1;
+            p.last_fetch_ms = -1;
+        }
+        p.broker_epoch = broker_epoch;
         if fetch_offset >= leader_leo {
             p.last_caught_up_ms = p.last_caught_up_ms.max(now);
         } else if fetch_offset >= p.last_fetch_leader_leo && p.last_fetch_ms >= 0 {
@@ -199,19 +215,44 @@ impl LeaderState {
         p.last_fetch_ms = now;
         let leo = p.log_end_offset;
         let advanced = self.update_high_watermark(leader_leo);
-        let expand = (self.pending.is_none()
-            && !self.isr.contains(&follower)
-            && leo >= self.high_watermark
-            && leo >= self.epoch_start_offset)
-            .then(|| {
-                let mut isr = self.isr.clone();
-                isr.push(follower);
-                isr
-            });
-        if let Some(isr) = &expand {
+        if self.pending.is_some() {
+            return (advanced, None);
+        }
+        let change = if self.isr.contains(&follower) {
+            restarted.then(|| {
+                self.isr
+                    .iter()
+                    .copied()
+                    .filter(|r| *r != follower)
+                    .collect::<Vec<i32>>()
+            })
+        } else {
+            (broker_epoch >= 0 && leo >= self.high_watermark && leo >= self.epoch_start_offset)
+                .then(|| {
+                    let mut isr = self.isr.clone();
+                    isr.push(follower);
+                    isr
+                })
+        };
+        if let Some(isr) = &change {
             self.pending = Some(isr.clone());
         }
-        (advanced, expand)
+        (advanced, change)
+    }
+
+    /// The broker epoch of each of `members` as this leader knows it (`local_epoch` for
+    /// itself; -1 for a follower not heard from), in order: what AlterPartition carries.
+    pub fn member_epochs(&self, members: &[i32], local_epoch: i64) -> Vec<i64> {
+        members
+            .iter()
+            .map(|r| {
+                if *r == self.local {
+                    local_epoch
+                } else {
+                    self.followers.get(r).map_or(-1, |p| p.broker_epoch)
+                }
+            })
+            .collect()
     }
 
     /// A follower's fetch carried its log start offset (negative: not sent). Returns whether
@@ -310,6 +351,9 @@ impl LeaderState {
 mod tests {
     use super::*;
 
+    /// The broker epoch the followers of these tests fetch with.
+    const FOLLOWER_EPOCH: i64 = 5;
+
     fn part(replicas: &[i32], isr: &[i32]) -> PartitionRecord {
         PartitionRecord {
             leader_epoch: 3,
@@ -342,12 +386,18 @@ mod tests {
     fn high_watermark_is_min_over_isr_and_never_goes_back() {
         let mut l = LeaderState::new(1, &part(&[1, 2, 3], &[1, 2, 3]), 0, 0, 0);
         assert!(!l.on_local_append(10));
-        assert_eq!(l.on_follower_fetch(2, 10, 10, 1), (false, None));
+        assert_eq!(
+            l.on_follower_fetch(2, 10, FOLLOWER_EPOCH, 10, 1),
+            (false, None)
+        );
         assert_eq!(l.high_watermark(), 0);
-        assert_eq!(l.on_follower_fetch(3, 6, 10, 1), (true, None));
+        assert_eq!(
+            l.on_follower_fetch(3, 6, FOLLOWER_EPOCH, 10, 1),
+            (true, None)
+        );
         assert_eq!(l.high_watermark(), 6);
         // A follower that truncated and fetches from lower does not move it back.
-        l.on_follower_fetch(3, 2, 10, 2);
+        l.on_follower_fetch(3, 2, FOLLOWER_EPOCH, 10, 2);
         assert_eq!(l.high_watermark(), 6);
         l.set_min_insync_replicas(2);
         assert_eq!(l.ack_status(7), AckStatus::Waiting);
@@ -379,7 +429,7 @@ mod tests {
         assert!(!l.on_local_append(10), "acks=1 writes are not exposed");
         assert_eq!(l.high_watermark(), 4);
         // 2 catches up and is proposed; the high watermark waits for the commit.
-        let (advanced, expand) = l.on_follower_fetch(2, 10, 10, 1);
+        let (advanced, expand) = l.on_follower_fetch(2, 10, FOLLOWER_EPOCH, 10, 1);
         assert!(!advanced);
         assert_eq!(expand, Some(vec![1, 2]));
         let mut grown = part(&[1, 2], &[1, 2]);
@@ -395,7 +445,10 @@ mod tests {
         assert!(l.is_follower(2));
         assert!(!l.is_follower(1), "the leader is not its own follower");
         assert!(!l.is_follower(7));
-        assert_eq!(l.on_follower_fetch(7, 0, 0, 1), (false, None));
+        assert_eq!(
+            l.on_follower_fetch(7, 0, FOLLOWER_EPOCH, 0, 1),
+            (false, None)
+        );
         assert_eq!(l.progress(7), None);
     }
 
@@ -405,7 +458,7 @@ mod tests {
         l.on_local_append(200);
         // 2 keeps up, 3 does not fetch at all.
         for t in [1000, 20_000, 29_000] {
-            l.on_follower_fetch(2, 200, 200, t);
+            l.on_follower_fetch(2, 200, FOLLOWER_EPOCH, 200, t);
         }
         assert_eq!(l.check_lagging(29_000, 30_000), None);
         let shrink = l.check_lagging(30_001, 30_000).unwrap();
@@ -422,8 +475,11 @@ mod tests {
         assert!(l.on_committed(&committed, 200));
         assert_eq!(l.high_watermark(), 200);
         // 3 comes back behind the high watermark: not yet.
-        assert_eq!(l.on_follower_fetch(3, 150, 200, 41_000).1, None);
-        let (_, expand) = l.on_follower_fetch(3, 200, 200, 41_500);
+        assert_eq!(
+            l.on_follower_fetch(3, 150, FOLLOWER_EPOCH, 200, 41_000).1,
+            None
+        );
+        let (_, expand) = l.on_follower_fetch(3, 200, FOLLOWER_EPOCH, 200, 41_500);
         assert_eq!(expand, Some(vec![1, 2, 3]));
         assert_eq!(l.pending_isr(), Some(&[1, 2, 3][..]));
         l.on_refused();
@@ -434,11 +490,11 @@ mod tests {
     fn caught_up_at_the_previous_fetch() {
         let mut l = LeaderState::new(1, &part(&[1, 2], &[1]), 0, 0, 0);
         l.on_local_append(50);
-        l.on_follower_fetch(2, 0, 50, 1_000);
+        l.on_follower_fetch(2, 0, FOLLOWER_EPOCH, 50, 1_000);
         assert_eq!(l.progress(2).unwrap().last_caught_up_ms, -1);
         // Fetches from where the leader ended at the previous fetch, while the leader grew:
         // caught up as of that previous fetch.
-        l.on_follower_fetch(2, 50, 80, 2_000);
+        l.on_follower_fetch(2, 50, FOLLOWER_EPOCH, 80, 2_000);
         assert_eq!(l.progress(2).unwrap().last_caught_up_ms, 1_000);
     }
 
@@ -447,7 +503,59 @@ mod tests {
         // Leader elected with its log at 100 and the high watermark at 40: a follower at 60
         // is past the high watermark but not at the epoch start.
         let mut l = LeaderState::new(1, &part(&[1, 2], &[1]), 100, 40, 0);
-        assert_eq!(l.on_follower_fetch(2, 60, 100, 1).1, None);
-        assert_eq!(l.on_follower_fetch(2, 100, 100, 2).1, Some(vec![1, 2]));
+        assert_eq!(l.on_follower_fetch(2, 60, FOLLOWER_EPOCH, 100, 1).1, None);
+        assert_eq!(
+            l.on_follower_fetch(2, 100, FOLLOWER_EPOCH, 100, 2).1,
+            Some(vec![1, 2])
+        );
+    }
+
+    #[test]
+    fn an_unregistered_follower_is_not_proposed() {
+        // Caught up, but fetching with broker epoch -1: its process has no accepted
+        // registration, so the controller would refuse it.
+        let mut l = LeaderState::new(1, &part(&[1, 2], &[1]), 10, 10, 0);
+        assert_eq!(l.on_follower_fetch(2, 10, -1, 10, 1).1, None);
+        assert_eq!(l.member_epochs(&[1, 2], 4), vec![4, -1]);
+        // Registered: proposed, with the epoch it fetched with.
+        assert_eq!(
+            l.on_follower_fetch(2, 10, FOLLOWER_EPOCH, 10, 2).1,
+            Some(vec![1, 2])
+        );
+        assert_eq!(l.member_epochs(&[1, 2], 4), vec![4, FOLLOWER_EPOCH]);
+    }
+
+    #[test]
+    fn a_member_fetching_as_a_new_incarnation_is_dropped() {
+        let mut l = LeaderState::new(1, &part(&[1, 2, 3], &[1, 2, 3]), 10, 10, 0);
+        assert_eq!(l.on_follower_fetch(3, 10, FOLLOWER_EPOCH, 10, 1).1, None);
+        // 3 was killed and restarted: its fetches carry -1 (not registered yet), then its new
+        // epoch. Either way it is another process: it leaves the ISR.
+        assert_eq!(l.on_follower_fetch(3, 10, -1, 10, 2).1, Some(vec![1, 2]));
+        assert_eq!(l.progress(3).unwrap().broker_epoch, -1);
+        l.on_refused();
+        // Out of the ISR after the commit, it stays out while unregistered, however caught up.
+        let mut shrunk = part(&[1, 2, 3], &[1, 2]);
+        shrunk.partition_epoch = 11;
+        l.on_committed(&shrunk, 10);
+        assert_eq!(l.on_follower_fetch(3, 10, -1, 10, 3).1, None);
+        assert_eq!(
+            l.on_follower_fetch(3, 10, FOLLOWER_EPOCH + 1, 10, 4).1,
+            Some(vec![1, 2, 3])
+        );
+        assert_eq!(
+            l.member_epochs(&[1, 2, 3], 7),
+            vec![7, -1, FOLLOWER_EPOCH + 1]
+        );
+    }
+
+    #[test]
+    fn a_member_with_a_new_epoch_is_dropped_even_when_registered() {
+        let mut l = LeaderState::new(1, &part(&[1, 2], &[1, 2]), 10, 10, 0);
+        l.on_follower_fetch(2, 10, FOLLOWER_EPOCH, 10, 1);
+        assert_eq!(
+            l.on_follower_fetch(2, 10, FOLLOWER_EPOCH + 3, 10, 2).1,
+            Some(vec![1])
+        );
     }
 }

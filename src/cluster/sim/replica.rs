@@ -15,19 +15,22 @@ impl World {
         let now = self.now;
         let br = &mut self.brokers[b];
         br.checkpointed_hw = br.hw;
-        let Some(epoch) = br.broker_epoch else {
-            let incarnation = br.incarnation;
+        if br.broker_epoch.is_none() {
+            let (incarnation, previous_incarnation) = (br.incarnation, br.previous_incarnation);
             self.send(
                 b,
                 CONTROLLER,
                 Msg::Register {
                     from: b,
                     incarnation,
+                    previous_incarnation,
                 },
             );
-            return;
-        };
-        if now % HEARTBEAT_MS < HEARTBEAT_MS / 5 {
+        }
+        let br = &mut self.brokers[b];
+        if let Some(epoch) = br.broker_epoch
+            && now % HEARTBEAT_MS < HEARTBEAT_MS / 5
+        {
             let offset = br.image.offset;
             self.send(
                 b,
@@ -74,6 +77,7 @@ impl World {
             partition: 0,
             leader_epoch: ls.leader_epoch,
             partition_epoch: ls.partition_epoch,
+            new_isr_epochs: ls.member_epochs(&isr, broker_epoch as i64),
             new_isr: isr,
         };
         br.alter_sent_at = self.now;
@@ -99,6 +103,7 @@ impl World {
                 from: b,
                 leader_epoch,
                 offset: br.leo(),
+                broker_epoch: br.broker_epoch.map_or(-1, |e| e as i64),
             }
         } else {
             Msg::EpochQuery {
@@ -132,11 +137,9 @@ impl World {
         {
             br.broker_epoch = Some(reg.epoch);
         }
-        // Until it has seen its own registration, a restarted broker acts on no partition.
-        let Some(epoch) = br.broker_epoch else { return };
-        if img.offset < epoch {
-            return;
-        }
+        // Until it has seen its own registration, a restarted broker leads nothing; as
+        // Sluice's brokers do, it follows meanwhile, fetching with broker epoch -1.
+        let registered = br.broker_epoch.is_some_and(|e| img.offset >= e);
         let Some(p) = img.partition(&self.topic, 0).cloned() else {
             return;
         };
@@ -173,7 +176,11 @@ impl World {
         }
         let br = &mut self.brokers[b];
         if p.leader == me {
-            self.become_leader(b, &p);
+            if registered {
+                self.become_leader(b, &p);
+            } else {
+                br.role = Role::None;
+            }
         } else if p.leader > 0 && p.replicas.contains(&me) {
             br.role = Role::Follower {
                 leader: p.leader as usize,
@@ -263,7 +270,13 @@ impl World {
         self.send_follower_request(b);
     }
 
-    pub(super) fn on_fetch(&mut self, leader: usize, from: usize, leader_epoch: i32, offset: i64) {
+    pub(super) fn on_fetch(
+        &mut self,
+        leader: usize,
+        from: usize,
+        leader_epoch: i32,
+        (offset, broker_epoch): (i64, i64),
+    ) {
         if let Err(e) = self.check_leader(leader, leader_epoch) {
             self.send(
                 leader,
@@ -283,7 +296,8 @@ impl World {
         let Role::Leader(ls) = &mut br.role else {
             return;
         };
-        let (_, expand) = ls.on_follower_fetch(from as i32, offset_in_range, leo, now);
+        let (_, expand) =
+            ls.on_follower_fetch(from as i32, offset_in_range, broker_epoch, leo, now);
         let entries: Vec<Entry> = br
             .log
             .iter()

@@ -3,6 +3,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use super::world::SESSION_MS;
 use super::{Faults, Outcome, World};
 
 fn seeds(salt: u64) -> Vec<u64> {
@@ -106,4 +107,85 @@ fn everything_at_once() {
         30_000,
     );
     assert!(total(&o, |o| o.acked) > 0);
+}
+
+/// Kills a follower with -9 and restarts it at once, its new incarnation naming the old one
+/// (`proof`) or not. Its replica leaves the ISR well within the old session, stays out
+/// until the new incarnation is registered and unfenced, then joins; after that the
+/// partition stays as it is.
+fn restart_a_follower_at_once(seed: u64, proof: bool) {
+    let quiet = Faults {
+        crashes: false,
+        link_cuts: false,
+        controller_failover: false,
+        drop_percent: 0,
+    };
+    let mut w = World::new(seed, quiet);
+    w.run(5_000);
+    let p = w.partition(&w.image).expect("the topic").clone();
+    let mut isr = p.isr.clone();
+    isr.sort();
+    assert_eq!(isr, vec![1, 2, 3], "seed {seed}: not settled: {p:?}");
+    let f = *p.replicas.iter().find(|r| **r != p.leader).unwrap();
+    let fb = f as usize;
+    let killed_at = w.now;
+    w.crash(fb);
+    w.restart_with(fb, proof);
+    let new = w.brokers[fb].incarnation;
+    let mut left_at = None;
+    let mut full_at = None;
+    let mut settled_epoch = None;
+    // 400 steps of 50 ms: 20 s of simulated time.
+    for _ in 0..400 {
+        let t = w.now + 50;
+        w.run(t);
+        let p = w.partition(&w.image).unwrap();
+        let reg = &w.image.brokers[&f];
+        let current = reg.registration.incarnation == new && !reg.fenced;
+        let in_isr = p.isr.contains(&f);
+        if !in_isr && left_at.is_none() {
+            left_at = Some(w.now);
+        }
+        if in_isr && left_at.is_some() {
+            assert!(
+                current,
+                "seed {seed} proof {proof}: {f} is back in the ISR at {} before its new \
+                 incarnation is registered and unfenced: {reg:?}",
+                w.now
+            );
+        }
+        if left_at.is_some() && p.isr.len() == 3 && full_at.is_none() {
+            full_at = Some(w.now);
+            settled_epoch = Some((p.leader, p.leader_epoch, p.partition_epoch));
+        }
+        if let (Some(at), Some(e)) = (full_at, settled_epoch)
+            && w.now > at
+        {
+            assert_eq!(
+                (p.leader, p.leader_epoch, p.partition_epoch),
+                e,
+                "seed {seed} proof {proof}: the partition changed at {} after its ISR was full \
+                 again at {at}: {p:?}",
+                w.now
+            );
+        }
+    }
+    let left_at = left_at.unwrap_or_else(|| panic!("seed {seed}: {f} never left the ISR"));
+    assert!(
+        left_at < killed_at + SESSION_MS,
+        "seed {seed} proof {proof}: {f} left the ISR only at {left_at} (killed at {killed_at})"
+    );
+    let full_at = full_at.unwrap_or_else(|| panic!("seed {seed}: the ISR is not full again"));
+    assert!(
+        w.now - full_at >= 5_000,
+        "seed {seed} proof {proof}: full again only at {full_at}, too late to watch it"
+    );
+}
+
+#[test]
+fn a_follower_restarted_at_once_rejoins_only_as_its_new_incarnation() {
+    for seed in 0..50 {
+        restart_a_follower_at_once(seed, true);
+        restart_a_follower_at_once(seed, false);
+    }
 }

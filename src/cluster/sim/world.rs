@@ -65,6 +65,8 @@ pub(super) enum Msg {
     Register {
         from: usize,
         incarnation: Uuid,
+        /// The incarnation that ran before from the broker's data directory, if known.
+        previous_incarnation: Option<Uuid>,
     },
     Registered {
         incarnation: Uuid,
@@ -95,6 +97,8 @@ pub(super) enum Msg {
         from: usize,
         leader_epoch: i32,
         offset: i64,
+        /// The follower's broker epoch (-1: not registered).
+        broker_epoch: i64,
     },
     FetchReply {
         leader_epoch: i32,
@@ -135,6 +139,8 @@ pub(super) struct Broker {
     pub(super) alive: bool,
     pub(super) generation: u64,
     pub(super) incarnation: Uuid,
+    /// The incarnation before this one, if it left its id in the data directory.
+    pub(super) previous_incarnation: Option<Uuid>,
     pub(super) broker_epoch: Option<u64>,
     pub(super) log: Vec<Entry>,
     pub(super) epochs: LeaderEpochCache,
@@ -229,6 +235,7 @@ impl World {
                 alive: id != CONTROLLER,
                 generation: 0,
                 incarnation,
+                previous_incarnation: None,
                 broker_epoch: None,
                 log: Vec::new(),
                 epochs: LeaderEpochCache::default(),
@@ -243,7 +250,10 @@ impl World {
         // Bootstrap synchronously: register and unfence everyone, create the topic.
         for &b in &BROKERS {
             let reg = registration(b, w.brokers[b].incarnation);
-            let (records, ()) = w.controller.register(&w.image, reg, 0).expect("register");
+            let (records, ()) = w
+                .controller
+                .register(&w.image, reg, None, 0)
+                .expect("register");
             w.commit(records);
             let epoch = w.image.brokers[&(b as i32)].epoch;
             w.brokers[b].broker_epoch = Some(epoch);
@@ -433,11 +443,20 @@ impl World {
         br.hw = br.checkpointed_hw;
     }
 
+    /// Restarts a crashed broker as a new incarnation which, half the time, knows the one
+    /// before it (its id survived in the data directory).
     pub(super) fn restart(&mut self, b: usize) {
+        let proof = self.rng.chance(50);
+        self.restart_with(b, proof);
+    }
+
+    /// Restarts a crashed broker; `proof`: it registers naming the incarnation before it.
+    pub(super) fn restart_with(&mut self, b: usize, proof: bool) {
         let incarnation = self.rng.uuid();
         let br = &mut self.brokers[b];
         br.alive = true;
         br.generation += 1;
+        br.previous_incarnation = proof.then_some(br.incarnation);
         br.incarnation = incarnation;
         self.schedule(self.now + 1, Event::Tick(b));
     }
@@ -481,9 +500,16 @@ impl World {
             eprintln!("{:>6} -> {to}: {msg:?}", self.now);
         }
         match msg {
-            Msg::Register { from, incarnation } => {
+            Msg::Register {
+                from,
+                incarnation,
+                previous_incarnation,
+            } => {
                 let reg = registration(from, incarnation);
-                if let Ok((records, ())) = self.controller.register(&self.image, reg, self.now) {
+                if let Ok((records, ())) =
+                    self.controller
+                        .register(&self.image, reg, previous_incarnation, self.now)
+                {
                     self.commit(records);
                     let epoch = self.image.brokers[&(from as i32)].epoch;
                     self.send(CONTROLLER, from, Msg::Registered { incarnation, epoch });
@@ -565,7 +591,8 @@ impl World {
                 from,
                 leader_epoch,
                 offset,
-            } => self.on_fetch(to, from, leader_epoch, offset),
+                broker_epoch,
+            } => self.on_fetch(to, from, leader_epoch, (offset, broker_epoch)),
             Msg::FetchReply {
                 leader_epoch,
                 offset,
