@@ -30,6 +30,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::cluster",
     "sluice::config",
     "sluice::group",
+    "sluice::health",
     "sluice::http",
     "sluice::log",
     "sluice::logging",
