@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::clock::now_ms;
 use crate::cluster::Controller;
 use crate::cluster::node::ClusterNode;
 use crate::config::BrokerConfig;
@@ -249,11 +250,4 @@ impl Broker {
             }
         });
     }
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

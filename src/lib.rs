@@ -8,6 +8,7 @@
 pub mod alloc;
 pub mod api;
 pub mod broker;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod group;

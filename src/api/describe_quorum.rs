@@ -39,7 +39,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiSpec, RequestCtx};
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::node::requests::{QuorumView, ReplicaView};
 use crate::cluster::node::{ClusterNode, ControllerReply, ControllerRequest};
 use crate::net::response::Response;

@@ -20,7 +20,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiSpec, RequestCtx};
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::net::response::Response;
 use crate::txn::coordinator::ListFilter;
 

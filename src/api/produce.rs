@@ -47,7 +47,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{ApiSpec, RequestCtx};
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::replication::AckStatus;
 use crate::cluster::{Partition, PartitionError};
 use crate::net::response::Response;

@@ -333,7 +333,7 @@ async fn fetch(
         }
         let mut until = deadline;
         if let Some(l) = next_lock {
-            let wait = (l - crate::broker::now_ms()).max(1) as u64;
+            let wait = (l - crate::clock::now_ms()).max(1) as u64;
             until = until.min(tokio::time::Instant::now() + std::time::Duration::from_millis(wait));
         }
         let _ = tokio::time::timeout_at(until, waiter.notified()).await;

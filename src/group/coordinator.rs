@@ -52,7 +52,7 @@ use super::records::{self, Key};
 use super::replay::Loaded;
 use super::state::{Group, JoinResult, Member, State, SyncResult};
 use super::store::{Appended, Leader, OffsetsLog, Records, TxnProducer};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::cluster::Partition;
 use crate::group::loader::PartitionLoads;
 use ownership::Ownership;

@@ -20,7 +20,8 @@ use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::records;
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::controller::NewTopic;
 use crate::cluster::replication::AckStatus;
 use crate::cluster::{PartitionError, TopicError, TopicInfo};

@@ -452,7 +452,7 @@ async fn commits_and_fetches() {
 async fn offsets_of_empty_groups_expire() {
     let (c, _) = coordinator(0);
     c.commit(simple_commit("s", 1)).await.unwrap();
-    let now = crate::broker::now_ms();
+    let now = crate::clock::now_ms();
     c.expire_offsets(now + 1000).await;
     assert_eq!(c.list().await.len(), 1);
     c.expire_offsets(now + 7 * 24 * 3600 * 1000 + 1000).await;

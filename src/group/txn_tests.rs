@@ -320,7 +320,7 @@ async fn offsets_pending_in_a_transaction_do_not_expire() {
     c.commit_txn(txn("g", 7, 10)).await.unwrap();
     // A simple group's offset expires by its commit time, but not while a transaction
     // holds one for its partition; nor is the group deleted with a transaction open.
-    let later = crate::broker::now_ms() + retention + 1;
+    let later = crate::clock::now_ms() + retention + 1;
     c.expire_offsets(later).await;
     assert_eq!(fetched(&c, "g", &[0], false).await, vec![(5, 0)]);
     c.complete_txn(0, 7, false).await.unwrap();

@@ -61,7 +61,7 @@ pub fn acquire(
         Reset::Earliest => log_start,
         Reset::Latest => hw,
         Reset::ByDuration(ms) => p
-            .offset_for_timestamp(crate::broker::now_ms() - ms)
+            .offset_for_timestamp(crate::clock::now_ms() - ms)
             .ok()
             .flatten()
             .map_or(hw, |(_, offset)| offset),

@@ -33,7 +33,7 @@ use anyhow::{Result, bail};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::config::BrokerConfig;
 use crate::group::configs::GroupConfigs;
 use group::{Answer, Heartbeat, Refusal, Settings, ShareGroup};

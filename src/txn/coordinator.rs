@@ -34,7 +34,7 @@ use super::records;
 use super::rules::{self, EndStep, Step};
 use super::state::*;
 use super::store::{TOPIC, TxnLog};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::cluster::Partition;
 use crate::group::coordinator::ownership::Ownership;
 use crate::group::loader::PartitionLoads;

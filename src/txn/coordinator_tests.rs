@@ -369,7 +369,7 @@ async fn timed_out_transactions_are_aborted_and_idle_ids_expire() {
     f.c.add_partitions("a", pid, epoch, &parts(&[("t", 0)]), 0)
         .await;
     f.c.init_producer_id("b", 60_000, None).await;
-    let now = crate::broker::now_ms();
+    let now = crate::clock::now_ms();
     assert_eq!(f.c.abort_timed_out(now).await, 0);
     assert_eq!(f.c.abort_timed_out(now + 2_000).await, 1);
     wait_state(&f.c, "a", TxnState::CompleteAbort).await;
@@ -406,7 +406,7 @@ async fn list_filters_as_kafka() {
             unknown,
         )
     };
-    let now = crate::broker::now_ms();
+    let now = crate::clock::now_ms();
     assert_eq!(
         list(ListFilter::default(), now).0,
         vec!["app-1", "app-2", "other"]

@@ -22,7 +22,8 @@ use tracing::{info, warn};
 
 use super::records;
 use super::state::Transit;
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::partition::AckOutcome;
 use crate::cluster::{Partition, PartitionError, TopicInfo};
 use crate::group::replay::Entry;

@@ -46,7 +46,8 @@ use super::wire::{
     put_array_len, put_bytes_len, put_no_tags, put_null_array, put_string, put_uvarint,
 };
 use super::{ApiSpec, RequestCtx};
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::Partition;
 use crate::cluster::partition::FollowerFetch;
 use crate::net::response::{FrameBuf, Response};

@@ -32,7 +32,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::Partition;
 use crate::cluster::control::active::{AlterIsr, ControlConfig, ineligible_members};
 use crate::cluster::fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::cluster::metadata::{ConfigResource, MetadataImage};
 use crate::cluster::topic_config;
 use crate::cluster::{Controller, Partition, TopicInfo};

@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use super::metadata_log::encode_entry;
 use super::requests::{ControllerReply, ControllerRequest, PRODUCER_ID_BLOCK, QuorumView};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::cluster::control::active::{ActiveController, ControlConfig, ControlError};
 use crate::cluster::features::{self, FeatureUpdate};
 use crate::cluster::metadata::{ConfigResource, MetadataImage, MetadataRecord};

@@ -66,9 +66,7 @@ pub struct AckTimes {
 }
 
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    crate::clock::now_ms() as u64
 }
 
 fn codec(max_frame: usize) -> LengthDelimitedCodec {

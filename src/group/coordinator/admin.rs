@@ -6,7 +6,7 @@ use kafka_protocol::ResponseError as E;
 use tracing::info;
 
 use super::{Coordinator, group_tombstones, offset_key};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::group::offset_state::Committed;
 use crate::group::state::{Member, State};
 use crate::group::store::Records;

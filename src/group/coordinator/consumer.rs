@@ -22,7 +22,7 @@ use tracing::info;
 use kafka_protocol::ResponseError as E;
 
 use super::{Coordinator, GroupCell, consumer_log};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::group::consumer::heartbeat::{self, Error, Outcome, Request};
 use crate::group::consumer::{Assignment, ConsumerGroup, MemberState, Topics};
 use crate::group::state::{ConsumerSide, Group, MemberTimer, State};

@@ -12,7 +12,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{debug, info};
 
 use super::{Coordinator, GroupCell, group_record, group_tombstones, session};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 pub use crate::group::state::JoinParams;
 use crate::group::state::{Group, JoinResult, Member, State, SyncResult};
 

@@ -24,7 +24,7 @@ use tracing::info;
 
 use super::consumer::sync_state;
 use super::{Coordinator, GroupCell, JoinParams, SyncParams, group_record};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::group::consumer::heartbeat::Error;
 use crate::group::consumer::{Topics, classic};
 use crate::group::state::{ConsumerSide, Group, JoinResult, Member, State, SyncResult};

@@ -9,7 +9,7 @@ use kafka_protocol::ResponseError as E;
 use tokio::time::Instant;
 
 use super::{Coordinator, offset_key, session};
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::group::offset_state::{Committed, TopicPartition};
 use crate::group::records::{self, OffsetValue};
 use crate::group::state::State;

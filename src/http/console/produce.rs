@@ -111,7 +111,7 @@ impl TestRecord {
             timestamp_type: TimestampType::Creation,
             offset: 0,
             sequence: -1,
-            timestamp: crate::broker::now_ms(),
+            timestamp: crate::clock::now_ms(),
             key: self.key.clone().map(Bytes::from),
             value: self.value.clone().map(Bytes::from),
             headers: self
@@ -151,7 +151,7 @@ async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answ
     let partition = match (rec.partition, &rec.key) {
         (Some(p), _) => p,
         (None, Some(k)) => partition_for_key(k.as_bytes(), count),
-        (None, None) => (crate::broker::now_ms() % i64::from(count.max(1))) as i32,
+        (None, None) => (crate::clock::now_ms() % i64::from(count.max(1))) as i32,
     };
     let mut pd = PartitionProduceData::default();
     pd.index = partition;

@@ -6,7 +6,6 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
 use tracing::{info, warn};
@@ -134,12 +133,7 @@ impl ReadSlice {
     }
 }
 
-/// Wall clock in milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use crate::clock::now_ms;
 
 const STRAY_SUFFIXES: [&str; 3] = [".cleaned", ".swap", ".deleted"];
 

@@ -25,7 +25,8 @@ use std::time::Duration;
 use kafka_protocol::ResponseError as E;
 use tracing::{info, warn};
 
-use crate::broker::{Broker, now_ms};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::cluster::{Partition, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::replay::Entry;
