@@ -6,6 +6,11 @@
 //! holds one descriptor per segment (its `.log`), not three. After a crash the file may lack
 //! the newest entries; a sparse index with fewer entries is still correct (lookups scan a
 //! little further), and recovery rebuilds the indexes of the segments it checks.
+//!
+//! The file itself is made only when there is something to put in it, or when the segment
+//! asks for it ([`IndexFile::ensure_on_disk`], at a flush of a segment that holds data): a
+//! partition that is created and never written costs no index inodes. A missing file reads
+//! as an index without entries.
 
 use std::cell::Cell;
 use std::fs::OpenOptions;
@@ -28,31 +33,50 @@ pub struct IndexFile<E> {
     entries: Vec<E>,
     /// How many of `entries` are in the file.
     written: Cell<usize>,
+    /// Whether the file exists.
+    on_disk: Cell<bool>,
     max_entries: usize,
 }
 
 impl<E: IndexEntry> IndexFile<E> {
-    /// Opens (creating if missing) and loads the entries; a partial trailing entry is cut off.
-    /// `max_index_bytes` bounds the number of entries.
+    /// Loads the entries of the file at `path` (none if it does not exist; it is not created
+    /// here); a partial trailing entry is cut off. `max_index_bytes` bounds the number of
+    /// entries.
     pub fn open(path: &Path, max_index_bytes: usize) -> io::Result<IndexFile<E>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let data = std::fs::read(path)?;
+        let (data, on_disk) = match std::fs::read(path) {
+            Ok(d) => (d, true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), false),
+            Err(e) => return Err(e),
+        };
         let whole = data.len() / E::SIZE * E::SIZE;
         if whole != data.len() {
-            file.set_len(whole as u64)?;
+            OpenOptions::new()
+                .write(true)
+                .open(path)?
+                .set_len(whole as u64)?;
         }
         let entries: Vec<E> = data[..whole].chunks_exact(E::SIZE).map(E::decode).collect();
         Ok(IndexFile {
             path: path.to_path_buf(),
             written: Cell::new(entries.len()),
+            on_disk: Cell::new(on_disk),
             entries,
             max_entries: (max_index_bytes / E::SIZE).max(1),
         })
+    }
+
+    /// Whether the file exists.
+    pub fn on_disk(&self) -> bool {
+        self.on_disk.get()
+    }
+
+    /// Creates the file (with the entries so far) if it does not exist yet.
+    pub fn ensure_on_disk(&self) -> io::Result<()> {
+        if !self.on_disk.get() {
+            self.open_for_write()?;
+            self.write_pending()?;
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -68,11 +92,13 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     fn open_for_write(&self) -> io::Result<std::fs::File> {
-        OpenOptions::new()
+        let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&self.path)
+            .open(&self.path)?;
+        self.on_disk.set(true);
+        Ok(file)
     }
 
     /// Adds `e` after the last entry.
@@ -132,9 +158,12 @@ impl<E: IndexEntry> IndexFile<E> {
         Ok(())
     }
 
-    /// Writes pending entries and syncs the file.
+    /// Writes pending entries and syncs the file (when there is one).
     pub fn flush(&self) -> io::Result<()> {
         self.write_pending()?;
+        if !self.on_disk.get() {
+            return Ok(());
+        }
         self.open_for_write()?.sync_data()
     }
 

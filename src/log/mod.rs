@@ -57,6 +57,14 @@ pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, Read
 pub use segment::Segment;
 pub use txn_index::AbortedTxn;
 
+/// Removes a file; one that is not there is not an error.
+pub(crate) fn remove_if_exists(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
 /// The log segments (`.log` files in partition directories) under these log dirs: each holds
 /// a file descriptor while the broker runs.
 pub fn count_segments(log_dirs: &[std::path::PathBuf]) -> usize {

@@ -43,8 +43,9 @@ pub struct OffsetIndex {
 }
 
 impl OffsetIndex {
-    /// Opens (creating if missing) and loads an index. A partial trailing entry
-    /// is ignored and cut off the file. `max_index_bytes` bounds its size.
+    /// Loads an index (none if the file is missing; it is made on the first entry
+    /// written). A partial trailing entry is ignored and cut off the file.
+    /// `max_index_bytes` bounds its size.
     pub fn open(path: &Path, base_offset: i64, max_index_bytes: usize) -> io::Result<OffsetIndex> {
         Ok(OffsetIndex {
             file: IndexFile::open(path, max_index_bytes)?,
@@ -199,6 +200,16 @@ impl OffsetIndex {
 
     pub fn flush(&self) -> io::Result<()> {
         self.file.flush()
+    }
+
+    /// Whether the file exists (it is made on the first entry written or on request).
+    pub fn on_disk(&self) -> bool {
+        self.file.on_disk()
+    }
+
+    /// Creates the file if it does not exist yet.
+    pub fn ensure_on_disk(&self) -> io::Result<()> {
+        self.file.ensure_on_disk()
     }
 
     /// Removes the file.

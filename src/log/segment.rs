@@ -19,6 +19,7 @@ use super::batch::{self, BatchHeader, HEADER_SIZE};
 use super::offset_index::OffsetIndex;
 use super::open_files::LogFile;
 use super::partition_log::LogConfig;
+use super::remove_if_exists;
 use super::time_index::TimeIndex;
 use super::txn_index::{TXN_INDEX_SUFFIX, TxnIndex};
 
@@ -160,7 +161,9 @@ impl Segment {
     }
 
     /// Creates a new empty segment. Fails if its `.log` already exists; stale
-    /// index files of the same name are replaced.
+    /// index files of the same name are removed. The `.index` and `.timeindex`
+    /// files are made with the segment's first data, so an unwritten partition
+    /// has only its `.log`.
     pub fn create(dir: &Path, base_offset: i64, cfg: &LogConfig) -> io::Result<Segment> {
         let [log_path, idx_path, tidx_path] = Self::paths(dir, base_offset);
         let log = OpenOptions::new()
@@ -168,8 +171,8 @@ impl Segment {
             .write(true)
             .create_new(true)
             .open(&log_path)?;
-        File::create(&idx_path)?;
-        File::create(&tidx_path)?;
+        remove_if_exists(&idx_path)?;
+        remove_if_exists(&tidx_path)?;
         let idx = OffsetIndex::open(&idx_path, base_offset, cfg.segment_index_bytes as usize)?;
         let tidx = TimeIndex::open(&tidx_path, base_offset, cfg.segment_index_bytes as usize)?;
         let txn = TxnIndex::create(dir.join(file_name(base_offset, TXN_INDEX_SUFFIX)))?;
@@ -184,13 +187,14 @@ impl Segment {
     }
 
     /// Opens an existing segment without validating it. The second value tells
-    /// whether an index file was missing (then [`Segment::recover`] must run).
+    /// whether an index file of a segment holding data was missing (then
+    /// [`Segment::recover`] must run); an empty segment needs none.
     /// Call [`Segment::load_state`] or [`Segment::recover`] before use.
     pub fn open(dir: &Path, base_offset: i64, cfg: &LogConfig) -> io::Result<(Segment, bool)> {
         let [log_path, idx_path, tidx_path] = Self::paths(dir, base_offset);
         let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
         let size = log.metadata()?.len();
-        let missing = !idx_path.exists() || !tidx_path.exists();
+        let missing = size > 0 && (!idx_path.exists() || !tidx_path.exists());
         let idx = OffsetIndex::open(&idx_path, base_offset, cfg.segment_index_bytes as usize)?;
         let tidx = TimeIndex::open(&tidx_path, base_offset, cfg.segment_index_bytes as usize)?;
         let txn = TxnIndex::open(dir.join(file_name(base_offset, TXN_INDEX_SUFFIX)))?;
@@ -457,6 +461,11 @@ impl Segment {
             return Ok(());
         };
         let start = self.size;
+        if start == 0 {
+            // The first data: from here on the segment has its index files, as Kafka's do.
+            self.offset_index.ensure_on_disk()?;
+            self.time_index.ensure_on_disk()?;
+        }
         let log = self.log.get()?;
         if let Err(e) = log.write_all_at(buf, start) {
             // leave no partial batch behind the tracked size
@@ -647,9 +656,14 @@ impl Segment {
         Ok(())
     }
 
-    /// fdatasync of the log and the indexes.
+    /// fdatasync of the log and the indexes; a segment holding data whose index
+    /// files were lost gets them again here.
     pub fn flush(&self) -> io::Result<()> {
         self.log.get()?.sync_data()?;
+        if self.size > 0 {
+            self.offset_index.ensure_on_disk()?;
+            self.time_index.ensure_on_disk()?;
+        }
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.txn_index.flush()
@@ -756,5 +770,47 @@ mod tests {
         assert_eq!(seg.max_timestamp(), 1032);
         seg.delete().unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn index_files_are_made_when_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = LogConfig::default();
+        let names = || {
+            let mut v: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        // Stale index files under the new segment's name are removed, none are made.
+        std::fs::write(dir.path().join(file_name(0, INDEX_SUFFIX)), [1u8; 8]).unwrap();
+        std::fs::write(dir.path().join(file_name(0, TIME_INDEX_SUFFIX)), [1u8; 12]).unwrap();
+        let seg = Segment::create(dir.path(), 0, &cfg).unwrap();
+        seg.flush().unwrap();
+        assert_eq!(names(), vec!["00000000000000000000.log"]);
+        drop(seg);
+        // An empty segment without index files opens as it is: nothing to recover.
+        let (mut seg, missing) = Segment::open(dir.path(), 0, &cfg).unwrap();
+        assert!(!missing);
+        seg.load_state().unwrap();
+        assert_eq!(names(), vec!["00000000000000000000.log"]);
+        // The first data, without an index entry yet, makes both files.
+        append_one(&mut seg, 1, 5);
+        assert_eq!(seg.offset_index().len(), 0);
+        assert_eq!(
+            names(),
+            vec![
+                "00000000000000000000.index",
+                "00000000000000000000.log",
+                "00000000000000000000.timeindex"
+            ]
+        );
+        drop(seg);
+        // A segment holding data whose index files are gone is recovered.
+        std::fs::remove_file(dir.path().join(file_name(0, INDEX_SUFFIX))).unwrap();
+        let (_, missing) = Segment::open(dir.path(), 0, &cfg).unwrap();
+        assert!(missing);
     }
 }

@@ -170,6 +170,16 @@ impl TimeIndex {
         self.file.flush()
     }
 
+    /// Whether the file exists (it is made on the first entry written or on request).
+    pub fn on_disk(&self) -> bool {
+        self.file.on_disk()
+    }
+
+    /// Creates the file if it does not exist yet.
+    pub fn ensure_on_disk(&self) -> io::Result<()> {
+        self.file.ensure_on_disk()
+    }
+
     pub fn delete(self) -> io::Result<()> {
         self.file.delete()
     }

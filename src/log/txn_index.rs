@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
+use super::remove_if_exists;
+
 pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 pub const ENTRY_SIZE: usize = 34;
 const VERSION: i16 = 0;
@@ -194,13 +196,6 @@ impl TxnIndex {
 
     pub fn delete(self) -> io::Result<()> {
         remove_if_exists(&self.path)
-    }
-}
-
-fn remove_if_exists(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::log::cleaner::clean::{
     CLEANED_SUFFIX, CleanedSegment, SEGMENT_SUFFIXES, SWAP_SUFFIX, SegmentSnapshot,
 };
 use crate::log::cleaner::decide::SegmentInfo;
+use crate::log::remove_if_exists;
 use crate::log::segment::{self, LOG_SUFFIX, Segment};
 
 fn suffixed(dir: &Path, base: i64, suffix: &str, extra: &str) -> std::path::PathBuf {
@@ -29,13 +30,6 @@ fn suffixed(dir: &Path, base: i64, suffix: &str, extra: &str) -> std::path::Path
 
 fn rename_if_exists(from: &Path, to: &Path) -> io::Result<()> {
     match std::fs::rename(from, to) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        r => r,
-    }
-}
-
-fn remove_if_exists(p: &Path) -> io::Result<()> {
-    match std::fs::remove_file(p) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r,
     }
