@@ -27,6 +27,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::alloc",
     "sluice::api",
     "sluice::broker",
+    "sluice::clock",
     "sluice::cluster",
     "sluice::config",
     "sluice::group",
