@@ -12,9 +12,13 @@
 //! consumer's, and any session may evict a smaller one created over [`EVICTION_MS`] ago.
 //! Without a slot the full fetch is still answered, with session id 0.
 //!
+//! A session keeps its partitions in fetch order with an index by partition, both kept from
+//! one fetch to the next: adding, updating, forgetting and answering a partition costs a
+//! lookup, not a pass over the whole session, and the one pass a fetch makes is the read.
+//!
 //! Everything here is pure: the handler passes the clock and carries out the plan.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
@@ -94,7 +98,12 @@ struct Session {
     uses_topic_ids: bool,
     /// The epoch the next incremental fetch must carry.
     epoch: i32,
-    partitions: Vec<Cached>,
+    /// The partitions in fetch order, by sequence number: a partition that returned records
+    /// gets a new (larger) one, so the next fetch reads the others first.
+    order: BTreeMap<u64, Cached>,
+    /// Each partition's sequence number in `order`.
+    index: HashMap<PartitionKey, u64>,
+    next_seq: u64,
     creation_ms: u64,
     last_used_ms: u64,
     /// The size and evictability recorded when the session was last used.
@@ -104,32 +113,53 @@ struct Session {
 }
 
 impl Session {
-    /// Adds or updates the requested partitions and drops the forgotten ones.
+    fn new(privileged: bool, uses_topic_ids: bool, now_ms: u64) -> Session {
+        Session {
+            privileged,
+            uses_topic_ids,
+            epoch: next_epoch(INITIAL_EPOCH),
+            order: BTreeMap::new(),
+            index: HashMap::new(),
+            next_seq: 0,
+            creation_ms: now_ms,
+            last_used_ms: now_ms,
+            cached_size: 0,
+            evictable_by_all: false,
+            evictable_by_privileged: false,
+        }
+    }
+
+    /// Puts `c` last in fetch order.
+    fn push_back(&mut self, c: Cached) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.index.insert(c.key.clone(), seq);
+        self.order.insert(seq, c);
+    }
+
+    /// Adds or updates the requested partitions, then drops the forgotten ones.
     fn update(&mut self, requested: Vec<(PartitionKey, FetchParams)>, forgotten: &[PartitionKey]) {
-        let mut at: HashMap<PartitionKey, usize> = self
-            .partitions
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.key.clone(), i))
-            .collect();
         for (key, params) in requested {
-            match at.get(&key) {
-                Some(&i) => self.partitions[i].params = params,
-                None => {
-                    at.insert(key.clone(), self.partitions.len());
-                    // Never told anything: the next answer carries it.
-                    self.partitions.push(Cached {
-                        key,
-                        params,
-                        high_watermark: -1,
-                        log_start_offset: -1,
-                    });
-                }
+            match self.index.get(&key).and_then(|s| self.order.get_mut(s)) {
+                Some(c) => c.params = params,
+                // Never told anything: the next answer carries it.
+                None => self.push_back(Cached {
+                    key,
+                    params,
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                }),
             }
         }
-        if !forgotten.is_empty() {
-            self.partitions.retain(|c| !forgotten.contains(&c.key));
+        for key in forgotten {
+            if let Some(seq) = self.index.remove(key) {
+                self.order.remove(&seq);
+            }
         }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
     }
 
     /// Kafka's `EvictableKey` ordering: (privileged, size, id); the smallest goes first.
@@ -234,14 +264,14 @@ impl SessionCache {
             return Plan::Error(ResponseError::FetchSessionTopicIdError.code());
         }
         session.update(requested.clone(), forgotten);
-        if session.partitions.is_empty() {
+        if session.len() == 0 {
             self.sessions.remove(&session_id);
             return Plan::Sessionless(requested);
         }
         session.epoch = next_epoch(session.epoch);
         let partitions = session
-            .partitions
-            .iter()
+            .order
+            .values()
             .map(|c| (c.key.clone(), c.params))
             .collect();
         self.touch(session_id, now_ms);
@@ -266,29 +296,24 @@ impl SessionCache {
             return INVALID_SESSION_ID;
         }
         let id = self.new_id();
-        let partitions = answered
-            .into_iter()
-            .map(|(key, params, a)| Cached {
-                key,
-                params,
-                high_watermark: a.high_watermark,
-                log_start_offset: a.log_start_offset,
-            })
-            .collect();
-        self.sessions.insert(
-            id,
-            Session {
-                privileged,
-                uses_topic_ids,
-                epoch: next_epoch(INITIAL_EPOCH),
-                partitions,
-                creation_ms: now_ms,
-                last_used_ms: now_ms,
-                cached_size: 0,
-                evictable_by_all: false,
-                evictable_by_privileged: false,
-            },
-        );
+        let mut session = Session::new(privileged, uses_topic_ids, now_ms);
+        for (key, params, a) in answered {
+            // A partition named twice keeps its first place and its last parameters.
+            match session
+                .index
+                .get(&key)
+                .and_then(|s| session.order.get_mut(s))
+            {
+                Some(c) => c.params = params,
+                None => session.push_back(Cached {
+                    key,
+                    params,
+                    high_watermark: a.high_watermark,
+                    log_start_offset: a.log_start_offset,
+                }),
+            }
+        }
+        self.sessions.insert(id, session);
         self.touch(id, now_ms);
         id
     }
@@ -300,36 +325,28 @@ impl SessionCache {
         let Some(session) = self.sessions.get_mut(&id) else {
             return vec![true; answered.len()];
         };
-        let at: HashMap<PartitionKey, usize> = session
-            .partitions
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.key.clone(), i))
-            .collect();
         let mut keep = Vec::with_capacity(answered.len());
         let mut rotate = Vec::new();
         for (key, a) in answered {
-            match at.get(key) {
-                Some(&i) => {
-                    keep.push(session.partitions[i].must_respond(a));
+            let seq = session.index.get(key).copied();
+            match seq.and_then(|s| Some((s, session.order.get_mut(&s)?))) {
+                Some((seq, c)) => {
+                    keep.push(c.must_respond(a));
                     if a.has_records {
-                        rotate.push(i);
+                        rotate.push(seq);
                     }
                 }
                 // Forgotten by a fetch served meanwhile: sent as read.
                 None => keep.push(true),
             }
         }
-        if !rotate.is_empty() {
-            let mut moves = vec![false; session.partitions.len()];
-            for i in rotate {
-                moves[i] = true;
+        // The moved partitions keep their order among themselves.
+        rotate.sort_unstable();
+        rotate.dedup();
+        for seq in rotate {
+            if let Some(c) = session.order.remove(&seq) {
+                session.push_back(c);
             }
-            let (moved, stayed): (Vec<_>, Vec<_>) = std::mem::take(&mut session.partitions)
-                .into_iter()
-                .enumerate()
-                .partition(|(i, _)| moves[*i]);
-            session.partitions = stayed.into_iter().chain(moved).map(|(_, c)| c).collect();
         }
         keep
     }
@@ -338,7 +355,7 @@ impl SessionCache {
     fn touch(&mut self, id: i32, now_ms: u64) {
         if let Some(s) = self.sessions.get_mut(&id) {
             s.last_used_ms = now_ms;
-            s.cached_size = s.partitions.len();
+            s.cached_size = s.len();
             let old = now_ms.saturating_sub(s.creation_ms) > EVICTION_MS;
             s.evictable_by_all = old;
             s.evictable_by_privileged = !s.privileged || old;
@@ -631,5 +648,73 @@ mod tests {
         assert_eq!(next_epoch(41), 42);
         assert_eq!(next_epoch(i32::MAX), 1);
         assert_eq!(next_epoch(FINAL_EPOCH), FINAL_EPOCH);
+    }
+
+    /// Seeded random fetches against a session and against a plain list that follows the
+    /// rules one pass at a time (update in place, append new, drop forgotten; answered
+    /// partitions with records move to the end in their order): the plans and the partitions
+    /// each answer carries agree at every step.
+    #[test]
+    fn the_index_keeps_the_order_a_list_would() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut c = SessionCache::new(4);
+        let id = open(&mut c, 20, false, 0);
+        // (partition, fetch offset, high watermark told)
+        let mut model: Vec<(i32, i64, i64)> = (0..20).map(|p| (p, 0, 10)).collect();
+        let mut epoch = 1;
+        for step in 0..2_000 {
+            let mut requested = Vec::new();
+            for _ in 0..next(4) {
+                let p = next(30) as i32;
+                requested.push((key("t", p), params(step)));
+                match model.iter_mut().find(|m| m.0 == p) {
+                    Some(m) => m.1 = step as i64,
+                    None => model.push((p, step as i64, -1)),
+                }
+            }
+            let mut forgotten = Vec::new();
+            if next(3) == 0 && model.len() > 1 {
+                let p = model[next(model.len() as u64) as usize].0;
+                forgotten.push(key("t", p));
+                model.retain(|m| m.0 != p);
+            }
+            let plan = c.plan(id, epoch, false, requested, &forgotten, 0);
+            epoch = next_epoch(epoch);
+            let Plan::Incremental { partitions, .. } = plan else {
+                panic!("step {step}: {plan:?}")
+            };
+            let got: Vec<(i32, i64)> = partitions
+                .iter()
+                .map(|(k, p)| (k.1, p.fetch_offset))
+                .collect();
+            let want: Vec<(i32, i64)> = model.iter().map(|m| (m.0, m.1)).collect();
+            assert_eq!(got, want, "plan at step {step}");
+            let mut answered = Vec::new();
+            let mut want_keep = Vec::new();
+            let mut moved = Vec::new();
+            for m in model.iter_mut() {
+                let records = next(4) == 0;
+                let hw = 10 + next(2) as i64;
+                answered.push((
+                    key("t", m.0),
+                    Answered {
+                        has_records: records,
+                        ..quiet(hw)
+                    },
+                ));
+                want_keep.push(records || m.2 != hw);
+                m.2 = hw;
+                moved.push(records);
+            }
+            assert_eq!(c.respond(id, &answered), want_keep, "answer at step {step}");
+            let (back, front): (Vec<_>, Vec<_>) = model.iter().zip(&moved).partition(|(_, r)| **r);
+            model = front.into_iter().chain(back).map(|(m, _)| *m).collect();
+        }
     }
 }
