@@ -19,6 +19,11 @@ the native generator (scripts/loadgen):
               (from Metadata) is killed with SIGKILL; fail-over = from the kill to the first
               successful acks=all delivery after it (the generator logs each delivery's time);
               also from the kill until a surviving node's Metadata names a new leader
+  create      one CreateTopics of a wide RF=3 topic (10,000 partitions, 2,000 with --quick):
+              from the request until every node's Metadata names a leader for every
+              partition, and how far the metadata log's high watermark moved (from
+              kafka-metadata-quorum; Kafka's offsets count records, with the no-op record its
+              controller writes every 500 ms; Sluice's count Raft entries)
 
 Writes <out>/cluster.json and <out>/cluster.md; with --publish DOCS_DIR also replaces the part
 of DOCS_DIR/bench.md between the cluster markers.
@@ -138,6 +143,17 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError(f"not {n} live brokers after {timeout:.0f} s")
 
+    def quorum_hw(self):
+        """The metadata log's high watermark, from Kafka's own kafka-metadata-quorum."""
+        r = subprocess.run([os.path.join(SCRIPTS, "kafka-run-class"),
+                            "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
+                            self.bootstrap, "describe", "--status"], env=self.env(),
+                           capture_output=True, text=True, timeout=180)
+        m = re.search(r"HighWatermark:\s*(\d+)", r.stdout)
+        if not m:
+            raise RuntimeError(f"kafka-metadata-quorum: {r.stderr.strip()[-500:]}")
+        return int(m.group(1))
+
     def active_controller(self):
         """The Raft leader (active controller), from Kafka's own kafka-metadata-quorum."""
         r = subprocess.run([os.path.join(SCRIPTS, "kafka-run-class"),
@@ -171,13 +187,14 @@ class ClusterBench:
         self.failover_s = 11.0
         self.failover_rounds = 3 if a.quick else 5
         self.kafka_rate = None
+        self.wide = 2_000 if a.quick else 10_000
 
     def record(self, kind, workload, **m):
         row = {"broker": kind, "workload": workload, **m}
         self.rows.append(row)
         short = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in m.items()
                  if k in ("mb_s", "rec_s", "p99_us", "failover_ms", "sendfile_calls", "error",
-                          "cpu_s_per_gib")}
+                          "cpu_s_per_gib", "create_s", "metadata_entries")}
         log(f"{kind:6} {workload:12} {short}")
 
     def native(self, c, *args, timeout=240):
@@ -224,6 +241,27 @@ class ClusterBench:
             self.sendfile(kind, c)
         if self.selected("failover"):
             self.failover(kind, c)
+        if self.selected("create"):
+            self.create_wide(kind, c)
+
+    def create_wide(self, kind, c):
+        """One CreateTopics of `self.wide` partitions, RF=3: time until every node names a
+        leader for each, and the metadata log entries it took."""
+        hw0 = c.quorum_hw()
+        t0 = time.monotonic()
+        with kwire.connect(c.ports[1], timeout=60) as s:
+            err, msg = kwire.create_topic(s, "wide", self.wide, replication=NODES,
+                                          timeout_ms=300_000)
+        if err:
+            self.record(kind, "create", error=f"CreateTopics: error {err} {msg}")
+            return
+        answered = time.monotonic() - t0
+        for port in c.ports.values():
+            kwire.wait_topic_ready(port, "wide", self.wide, timeout=600)
+        ready = time.monotonic() - t0
+        entries = c.quorum_hw() - hw0
+        self.record(kind, "create", partitions=self.wide, answered_s=answered,
+                    create_s=ready, metadata_entries=entries)
 
     def throughput(self, kind, c):
         c.create("tput", 3)
@@ -426,6 +464,7 @@ def table(meta, rows):
         return f"| {label} | {fmt(k)} | {fmt(s)} | {ratio} |"
 
     lat = get("kafka", "latency").get("rate") or get("sluice", "latency").get("rate")
+    wide = get("sluice", "create").get("partitions") or get("kafka", "create").get("partitions")
     rounds = len(get("sluice", "failover").get("rounds") or get("kafka", "failover").get("rounds")
                  or [])
     out = [
@@ -452,6 +491,12 @@ def table(meta, rows):
              "failover", "elected_ms"),
         line("leader's sendfile calls in 4 s, followers fetching, 20,000 rec/s", "sendfile",
              "sendfile_calls"),
+        line(f"create {fmt(wide)} partitions RF=3 in one CreateTopics: answered (s)", "create",
+             "answered_s"),
+        line("the same: until every node's Metadata names every leader (s)", "create",
+             "create_s"),
+        line("the same: metadata log offsets it took (Kafka: one per record, with its 500 ms "
+             "no-ops; Sluice: one per Raft entry)", "create", "metadata_entries"),
     ]
     errs = [r for r in rows if r.get("error") or r.get("errors")]
     if errs:
@@ -487,7 +532,7 @@ def main():
     ap.add_argument("--publish", metavar="DOCS_DIR")
     ap.add_argument("--report", action="store_true", help="only rebuild cluster.md")
     ap.add_argument("--only", help="workload name substrings, comma-separated (throughput, "
-                    "latency, sendfile, failover)")
+                    "latency, sendfile, failover, create)")
     a = ap.parse_args()
     path = os.path.join(a.out, "cluster.json")
     if a.report:
