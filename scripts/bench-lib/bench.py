@@ -196,10 +196,14 @@ class Broker:
         return subprocess.run([os.path.join(SCRIPTS, "broker-ctl"), cmd], env=self.env(),
                               capture_output=True, text=True, timeout=timeout)
 
-    def start(self):
-        """Starts the broker on an empty data dir; returns seconds from process start to the
-        first Metadata response that lists a broker."""
-        shutil.rmtree(self.data, ignore_errors=True)
+    def start(self, keep_data=False):
+        """Starts the broker, on an empty data dir unless keep_data; returns seconds from
+        process start to the first Metadata response that lists a broker (and leaves the
+        seconds to the first accepted connection in self.first_connect_s)."""
+        if not keep_data:
+            shutil.rmtree(self.data, ignore_errors=True)
+        self.first_connect_s = None
+        first_connect = None
         for p in (self.stamp,):
             if os.path.exists(p):
                 os.remove(p)
@@ -214,6 +218,8 @@ class Broker:
                         # TCP self-connect (a port in the ephemeral range, nothing listening
                         # yet): it would hold the broker's port.
                         continue
+                    if first_connect is None:
+                        first_connect = time.time()
                     n, _ = kwire.metadata(s, [])
                     if n >= 1:
                         first_ok = time.time()
@@ -230,15 +236,21 @@ class Broker:
             self.pid = int(f.read().strip())
         with open(self.stamp) as f:
             t0 = float(f.read().strip())
+        if first_connect:
+            self.first_connect_s = first_connect - t0
         return first_ok - t0 if first_ok else None
+
+    def kill9(self):
+        """SIGKILL, the data kept (a restart measures recovery)."""
+        self.ctl("kill9", timeout=120)
+        self.pid = None
+        subprocess.run(["sync"], check=False)
 
     def stop(self):
         # SIGKILL: shutdown is not measured and the data is deleted (Kafka's orderly shutdown
         # with 10,000 partitions takes half a minute here).
-        self.ctl("kill9", timeout=120)
-        self.pid = None
+        self.kill9()
         shutil.rmtree(self.data, ignore_errors=True)
-        subprocess.run(["sync"], check=False)
 
     def cpu(self):
         return proc_cpu(self.pid)
@@ -405,6 +417,29 @@ class Bench:
             self.workloads(rep, kind, b)
         finally:
             b.stop()
+
+    def startup_modes(self, rep):
+        """Sluice only: start-up with each sluice.metadata.quorum (the metadata file, the
+        one-voter Raft quorum), on an empty data dir and again after kill -9 with a topic of
+        1,000 partitions: ms from process start to the first accepted connection and to the
+        first Metadata answer listing a broker."""
+        b = self.brokers["sluice"]
+        for mode in ("file", "raft"):
+            b.extra = [f"sluice.metadata.quorum={mode}"]
+            row = {}
+            try:
+                row["empty_ms"] = b.start() * 1000
+                row["empty_connect_ms"] = b.first_connect_s * 1000
+                self.create("startup-1000", 1_000)
+                b.kill9()
+                row["restart_ms"] = b.start(keep_data=True) * 1000
+                row["restart_connect_ms"] = b.first_connect_s * 1000
+            except Exception as e:  # noqa: BLE001 (one row's failure is reported in its cell)
+                row["error"] = str(e)[-300:]
+            finally:
+                b.stop()
+                b.extra = []
+            self.record(rep, "sluice", f"startup-{mode}", **row)
 
     def workloads(self, rep, kind, b):
         w = self.a.only
@@ -785,6 +820,8 @@ class Bench:
                 only = [x for x in self.a.only.split(",") if x]
                 if not only or any("consume-tls" not in x for x in only):
                     self.phase(rep, kind)
+                if kind == "sluice" and (not only or any(x in "startup-modes" for x in only)):
+                    self.startup_modes(rep)
                 if not only or any(x in "consume-tls-1024" for x in only):
                     self.tls_phase(rep, kind)
         self.elapsed = time.monotonic() - t0

@@ -1,7 +1,9 @@
 //! The KRaft settings: with `process.roles` set, a node is part of a replicated cluster (a
 //! metadata quorum of the `controller.quorum.voters`, brokers replicating partitions between
-//! them). Without it, Sluice is one broker and its own controller, with no quorum and no
-//! extra port.
+//! them). Without it, Sluice is one broker and its own controller: with
+//! `sluice.metadata.quorum=file` (the default) it keeps the metadata in its `sluice-metadata`
+//! file, with `raft` it runs the cluster's quorum and controller with itself as the only voter
+//! (KRaft combined mode) on a loopback port of its own.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -51,6 +53,27 @@ pub struct ClusterConfig {
     /// `replica.selector.class` is Kafka's RackAwareReplicaSelector: consumers with a
     /// `client.rack` may fetch from a follower in their rack (KIP-392).
     pub rack_aware_selector: bool,
+    /// A single node with `sluice.metadata.quorum=raft`: the only voter, its controller
+    /// listener on an ephemeral loopback port, no other broker to log in to.
+    pub one_voter: bool,
+}
+
+/// `sluice.metadata.quorum`: where a node without `process.roles` keeps its metadata.
+const METADATA_QUORUM: &str = "sluice.metadata.quorum";
+
+/// The controller listener of a one-voter node: loopback, the port chosen when it is bound.
+pub const ONE_VOTER_LISTENER: &str = "CONTROLLER";
+
+/// True when `sluice.metadata.quorum` asks for the one-voter Raft quorum.
+fn one_voter_asked(p: &Props) -> Result<bool> {
+    match p.get(METADATA_QUORUM).trim().to_ascii_lowercase().as_str() {
+        "file" => Ok(false),
+        "raft" => Ok(true),
+        other => Err(p.err(
+            METADATA_QUORUM,
+            format!("unknown value {other:?} (file or raft)"),
+        )),
+    }
 }
 
 /// Kafka's rack-aware selector, the only one Sluice knows besides the default (leader).
@@ -98,8 +121,38 @@ pub(super) fn parse(
     log_dirs: &[PathBuf],
 ) -> Result<Option<ClusterConfig>> {
     if !p.is_set("process.roles") {
-        return Ok(None);
+        if !one_voter_asked(p)? {
+            return Ok(None);
+        }
+        let Some(first) = listeners.first() else {
+            return Err(p.err("listeners", "a broker needs a listener"));
+        };
+        let inter_broker_listener = first.name.clone();
+        let controller_listener = Listener {
+            name: ONE_VOTER_LISTENER.to_string(),
+            host: "127.0.0.1".to_string(),
+            port: 0,
+        };
+        let both = Roles {
+            broker: true,
+            controller: true,
+        };
+        let voters = BTreeMap::from([(node_id, controller_listener.bind_addr())]);
+        return settings(
+            p,
+            Placement {
+                roles: both,
+                voters,
+                bootstrap_servers: Vec::new(),
+                controller_listener: Some(controller_listener),
+                inter_broker_listener,
+                one_voter: true,
+            },
+            log_dirs,
+        )
+        .map(Some);
     }
+    one_voter_asked(p)?;
     let mut roles = Roles {
         broker: false,
         controller: false,
@@ -240,6 +293,34 @@ pub(super) fn parse(
     } else {
         listeners[0].name.clone()
     };
+    settings(
+        p,
+        Placement {
+            roles,
+            voters,
+            bootstrap_servers,
+            controller_listener,
+            inter_broker_listener,
+            one_voter: false,
+        },
+        log_dirs,
+    )
+    .map(Some)
+}
+
+/// What makes a node's place in the quorum, read by [`parse`] from `process.roles` and the
+/// voters, or implied by the one-voter mode.
+struct Placement {
+    roles: Roles,
+    voters: BTreeMap<i32, String>,
+    bootstrap_servers: Vec<String>,
+    controller_listener: Option<Listener>,
+    inter_broker_listener: String,
+    one_voter: bool,
+}
+
+/// The rest of the KRaft settings, the same for every node.
+fn settings(p: &Props, at: Placement, log_dirs: &[PathBuf]) -> Result<ClusterConfig> {
     let metadata_log_dir = if p.is_set("metadata.log.dir") {
         let d = p.get("metadata.log.dir").trim();
         std::path::absolute(d).map_err(|e| p.err("metadata.log.dir", format!("{d}: {e}")))?
@@ -257,13 +338,13 @@ pub(super) fn parse(
             ));
         }
     };
-    Ok(Some(ClusterConfig {
-        roles,
-        voters,
-        bootstrap_servers,
-        controller_listener,
+    Ok(ClusterConfig {
+        roles: at.roles,
+        voters: at.voters,
+        bootstrap_servers: at.bootstrap_servers,
+        controller_listener: at.controller_listener,
         metadata_log_dir,
-        inter_broker_listener,
+        inter_broker_listener: at.inter_broker_listener,
         rack: Some(p.get("broker.rack").trim().to_string()).filter(|r| !r.is_empty()),
         session_timeout_ms: p.num_at_least("broker.session.timeout.ms", 1)?,
         heartbeat_interval_ms: p.num_at_least("broker.heartbeat.interval.ms", 1)?,
@@ -284,5 +365,6 @@ pub(super) fn parse(
         quorum_fetch_timeout_ms: p.num_at_least("controller.quorum.fetch.timeout.ms", 4)?,
         quorum_request_timeout_ms: p.num_at_least("controller.quorum.request.timeout.ms", 1)?,
         rack_aware_selector,
-    }))
+        one_voter: at.one_voter,
+    })
 }

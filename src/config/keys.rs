@@ -294,6 +294,13 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Int,
         default: Some("0"),
     },
+    // Where a node without `process.roles` keeps its metadata: `file` (its `sluice-metadata`
+    // file) or `raft` (the cluster's Raft quorum and controller, itself the only voter).
+    KafkaKey {
+        name: "sluice.metadata.quorum",
+        ty: KafkaType::String,
+        default: Some("file"),
+    },
 ];
 
 /// The StandardAuthorizer's own properties: Kafka passes every broker property to the

@@ -50,9 +50,14 @@ impl InterBroker {
     }
 
     /// Reads the inter-broker listener's settings (start-up: an error names the key). A
-    /// broker outside a cluster, or a controller-only node, connects to no broker: plaintext.
+    /// broker outside a cluster, a one-voter node or a controller-only node connects to no
+    /// broker: plaintext.
     pub fn load(config: &BrokerConfig) -> Result<InterBroker> {
-        let Some(cc) = config.cluster.as_ref().filter(|cc| cc.roles.broker) else {
+        let Some(cc) = config
+            .cluster
+            .as_ref()
+            .filter(|cc| cc.roles.broker && !cc.one_voter)
+        else {
             return Ok(InterBroker::plaintext());
         };
         let listener = cc.inter_broker_listener.as_str();

@@ -78,6 +78,9 @@ pub async fn start_quorum(
     let bound = listener.local_addr()?;
     let voters: BTreeMap<u64, String> = if cc.voters.is_empty() {
         discover_voters(&cc.bootstrap_servers, config.node_id as u64).await
+    } else if cc.one_voter {
+        // The only voter is reached at the port just bound.
+        BTreeMap::from([(config.node_id as u64, bound.to_string())])
     } else {
         cc.voters
             .iter()
@@ -173,7 +176,7 @@ pub async fn wait_for_cluster_id(q: &QuorumHandle) -> String {
             );
             next_note += Duration::from_secs(10);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -157,6 +157,10 @@ impl Quorum {
             if id == lowest && quorum.never_initialized().await? {
                 let q = quorum.clone();
                 tasks.push(tokio::spawn(async move { q.bootstrap().await }));
+            } else if quorum.inner.config.voters.len() == 1 {
+                // The only voter needs no one's vote: it elects itself at once rather than
+                // after an election timeout.
+                quorum.inner.raft.trigger().elect().await?;
             }
         } else {
             let q = quorum.clone();

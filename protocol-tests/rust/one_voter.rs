@@ -1,0 +1,242 @@
+//! A single node with `sluice.metadata.quorum=raft`: the broker runs the cluster's Raft
+//! quorum and controller with itself as the only voter. Topics, topic configs, ACLs and SCRAM
+//! users made through real requests, and produced records, are all there again after a
+//! kill -9 and a restart; a value other than `file` or `raft` stops start-up naming the key.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use common::{Client, TestBroker, create_topic_request, produce_one, read_all, record_batch};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const RAFT: &str = "sluice.metadata.quorum=raft";
+/// ACLs are served with an authorizer only; the test's own requests (User:ANONYMOUS) are a
+/// super user's.
+const AUTHORIZER: [&str; 2] = [
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users=User:ANONYMOUS",
+];
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// The topic's value of `key` (DescribeConfigs v4).
+fn topic_config(c: &mut Client, topic: &str, key: &str) -> Option<String> {
+    use describe_configs_request::DescribeConfigsResource;
+    let mut res = DescribeConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = s(topic);
+    res.configuration_keys = Some(vec![s(key)]);
+    let mut r = DescribeConfigsRequest::default();
+    r.resources = vec![res];
+    let resp: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &r);
+    assert_eq!(resp.results[0].error_code, 0, "describe configs of {topic}");
+    resp.results[0]
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == key)
+        .and_then(|e| e.value.as_ref().map(|v| v.to_string()))
+}
+
+/// Every ACL as (resource name, principal, operation, permission), DescribeAcls v3.
+fn acls(c: &mut Client) -> Vec<(String, String, i8, i8)> {
+    let mut r = DescribeAclsRequest::default();
+    r.resource_type_filter = 1; // ANY
+    r.pattern_type_filter = 1; // ANY
+    r.operation = 1; // ANY
+    r.permission_type = 1; // ANY
+    r.resource_name_filter = None;
+    r.principal_filter = None;
+    r.host_filter = None;
+    let resp: DescribeAclsResponse = c.call(ApiKey::DescribeAcls, 3, &r);
+    assert_eq!(resp.error_code, 0, "describe acls");
+    let mut out = Vec::new();
+    for res in &resp.resources {
+        for a in &res.acls {
+            out.push((
+                res.resource_name.to_string(),
+                a.principal.to_string(),
+                a.operation,
+                a.permission_type,
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every SCRAM user with its (mechanism, iterations), DescribeUserScramCredentials v0.
+fn scram_users(c: &mut Client) -> Vec<(String, Vec<(i8, i32)>)> {
+    let resp: DescribeUserScramCredentialsResponse = c.call(
+        ApiKey::DescribeUserScramCredentials,
+        0,
+        &DescribeUserScramCredentialsRequest::default(),
+    );
+    assert_eq!(resp.error_code, 0, "describe scram users");
+    let mut out: Vec<(String, Vec<(i8, i32)>)> = resp
+        .results
+        .iter()
+        .map(|u| {
+            let infos = u
+                .credential_infos
+                .iter()
+                .map(|i| (i.mechanism, i.iterations))
+                .collect();
+            (u.user.to_string(), infos)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn topic_names(c: &mut Client) -> Vec<String> {
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &all);
+    let mut names: Vec<String> = resp
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// What the broker must hold: topics, configs, ACLs, SCRAM users and records.
+type Held = (
+    Vec<String>,
+    Option<String>,
+    Option<String>,
+    Vec<(String, String, i8, i8)>,
+    Vec<(String, Vec<(i8, i32)>)>,
+    Vec<(i64, Vec<u8>)>,
+);
+
+fn held(c: &mut Client) -> Held {
+    (
+        topic_names(c),
+        topic_config(c, "kept", "retention.ms"),
+        topic_config(c, "kept", "segment.ms"),
+        acls(c),
+        scram_users(c),
+        read_all(c, "kept").expect("read kept"),
+    )
+}
+
+#[test]
+fn metadata_made_through_requests_survives_kill9_and_restart() {
+    let mut b = TestBroker::start(&[RAFT, AUTHORIZER[0], AUTHORIZER[1]]);
+    let mut c = b.connect();
+    for (name, configs) in [
+        ("kept", &[("retention.ms", "123456789")][..]),
+        ("other", &[][..]),
+    ] {
+        let r: CreateTopicsResponse = c.call(
+            ApiKey::CreateTopics,
+            7,
+            &create_topic_request(name, 2, 1, configs),
+        );
+        assert_eq!(r.topics[0].error_code, 0, "create {name}");
+    }
+
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut set = AlterableConfig::default();
+    set.name = s("segment.ms");
+    set.value = Some(s("7200000"));
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = s("kept");
+    res.configs = vec![set];
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    let resp: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &r);
+    assert_eq!(resp.responses[0].error_code, 0, "alter segment.ms");
+
+    let mut acl = create_acls_request::AclCreation::default();
+    acl.resource_type = 2; // TOPIC
+    acl.resource_name = s("kept");
+    acl.resource_pattern_type = 3; // LITERAL
+    acl.principal = s("User:alice");
+    acl.host = s("*");
+    acl.operation = 3; // READ
+    acl.permission_type = 3; // ALLOW
+    let mut r = CreateAclsRequest::default();
+    r.creations = vec![acl];
+    let resp: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &r);
+    assert_eq!(resp.results[0].error_code, 0, "create acl");
+
+    let mut up = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+    up.name = s("alice");
+    up.mechanism = 1; // SCRAM-SHA-256
+    up.iterations = 8192;
+    up.salt = bytes::Bytes::from_static(b"a salt of sixteen");
+    up.salted_password = bytes::Bytes::from(vec![7u8; 32]);
+    let mut r = AlterUserScramCredentialsRequest::default();
+    r.upsertions = vec![up];
+    let resp: AlterUserScramCredentialsResponse = c.call(ApiKey::AlterUserScramCredentials, 0, &r);
+    assert_eq!(resp.results[0].error_code, 0, "upsert alice");
+
+    for v in [&b"one"[..], b"two", b"three"] {
+        let p = produce_one(&mut c, "kept", 0, record_batch(&[v], 1_700_000_000_000));
+        assert_eq!(p.error_code, 0, "produce");
+    }
+
+    let before = held(&mut c);
+    assert_eq!(before.0, ["kept", "other"]);
+    assert_eq!(before.1.as_deref(), Some("123456789"));
+    assert_eq!(before.2.as_deref(), Some("7200000"));
+    assert_eq!(
+        before.3,
+        [("kept".to_string(), "User:alice".to_string(), 3, 3)]
+    );
+    assert_eq!(before.4, [("alice".to_string(), vec![(1, 8192)])]);
+    let values: Vec<&[u8]> = before.5.iter().map(|(_, v)| v.as_slice()).collect();
+    assert_eq!(values, [&b"one"[..], b"two", b"three"]);
+
+    drop(c);
+    b.kill9();
+    b.launch();
+    let mut c = b.connect();
+    assert_eq!(held(&mut c), before, "after kill -9 and restart");
+    // The metadata is the quorum's: the Raft log, not the one-node metadata file.
+    assert!(b.data_dir().join("__cluster_metadata-0").is_dir());
+    assert!(!b.data_dir().join("sluice-metadata").exists());
+    let p = produce_one(
+        &mut c,
+        "kept",
+        0,
+        record_batch(&[b"four"], 1_700_000_000_000),
+    );
+    assert_eq!(
+        (p.error_code, p.base_offset),
+        (0, 3),
+        "produce after restart"
+    );
+    assert_eq!(
+        b.log().matches("initialized the metadata quorum").count(),
+        1,
+        "the quorum is formed once, on the empty directory"
+    );
+}
+
+#[test]
+fn an_unknown_metadata_quorum_value_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--override", "sluice.metadata.quorum=zookeeper"])
+        .args(["--override", &format!("log.dirs={}", dir.path().display())])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sluice");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sluice.metadata.quorum") && err.contains("zookeeper"),
+        "{err}"
+    );
+    assert!(!Path::new(&dir.path().join("meta.properties")).exists());
+}
