@@ -279,15 +279,7 @@ fn bench_request(c: &mut Criterion) {
         })
     });
 
-    let ctx = |key: ApiKey, version: i16| RequestCtx {
-        api_key: key,
-        version,
-        correlation_id: 7,
-        client_id: None,
-        peer: None,
-        principal: sluice::api::anonymous(),
-        size: 0,
-    };
+    let ctx = |key: ApiKey, version: i16| RequestCtx::synthetic(key, version, 7);
     let mut pr = PartitionProduceResponse::default();
     pr.base_offset = 12345;
     pr.log_append_time_ms = -1;
@@ -360,15 +352,7 @@ fn bench_fetch(c: &mut Criterion) {
                 .collect(),
         }];
         for v in [11i16, 12] {
-            let ctx = RequestCtx {
-                api_key: ApiKey::Fetch,
-                version: v,
-                correlation_id: 7,
-                client_id: None,
-                peer: None,
-                principal: sluice::api::anonymous(),
-                size: 0,
-            };
+            let ctx = RequestCtx::synthetic(ApiKey::Fetch, v, 7);
             g.bench_function(format!("encode_response/v{v}_{parts}p"), |b| {
                 b.iter(|| black_box(encode_response(&ctx, 0, 0, &topics, &[]).unwrap()))
             });

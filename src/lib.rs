@@ -14,6 +14,8 @@ pub mod config;
 pub mod group;
 pub mod health;
 pub mod http;
+#[cfg(test)]
+mod layering;
 pub mod log;
 pub mod logging;
 pub mod metrics;

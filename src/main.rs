@@ -308,7 +308,7 @@ async fn run(config: BrokerConfig) -> i32 {
             if let Some(node) = broker.cluster.get() {
                 node.caught_up().await;
             }
-            server::accept_loop(l, broker, name, tls).await
+            server::accept_loop(l, sluice::api::frontend(&broker), name, tls).await
         }));
     }
     let advertised: Vec<String> = broker.advertised.iter().map(|l| l.to_string()).collect();

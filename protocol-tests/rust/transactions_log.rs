@@ -329,7 +329,7 @@ impl InProcess {
                 let name = std::sync::Arc::from(conf.name.as_str());
                 tokio::spawn(sluice::net::server::accept_loop(
                     l,
-                    broker.clone(),
+                    sluice::api::frontend(&broker),
                     name,
                     None,
                 ));

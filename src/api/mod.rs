@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::messages::ApiKey;
 
 use crate::broker::Broker;
-use crate::net::response::{FrameBuf, Response};
+pub use crate::net::request::{
+    FrameHead, RequestCtx, Served, anonymous, decode, respond, write_header,
+};
+use crate::net::response::Response;
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -90,39 +92,8 @@ pub mod throttle;
 // Transactions.
 pub mod txn_offset_commit;
 
-/// What a handler gets besides the broker and the request body.
-#[derive(Debug, Clone)]
-pub struct RequestCtx {
-    pub api_key: ApiKey,
-    pub version: i16,
-    pub correlation_id: i32,
-    pub client_id: Option<String>,
-    /// The client's address (None for synthetic requests).
-    pub peer: Option<std::net::SocketAddr>,
-    /// Who sent the request (User:ANONYMOUS until a security protocol says otherwise).
-    pub principal: Arc<crate::security::Principal>,
-    /// The request's size in bytes, header included (what produce quotas count).
-    pub size: usize,
-    /// The listener the request arrived on: answers that name brokers give their addresses
-    /// on this listener.
-    pub listener: Arc<str>,
-}
-
+/// What handlers ask of the request's context about the broker: quotas and authorization.
 impl RequestCtx {
-    /// A request that came from no connection: its header fields only, from nobody.
-    pub fn synthetic(api_key: ApiKey, version: i16, correlation_id: i32) -> RequestCtx {
-        RequestCtx {
-            api_key,
-            version,
-            correlation_id,
-            client_id: None,
-            peer: None,
-            principal: anonymous(),
-            size: 0,
-            listener: Arc::from(""),
-        }
-    }
-
     /// Records `value` against the client's quota of `kind`; the throttle time in ms.
     pub fn quota(&self, b: &Broker, kind: crate::quota::QuotaKind, value: usize) -> u64 {
         let client = self.client_id.as_deref().unwrap_or("");
@@ -174,13 +145,6 @@ impl RequestCtx {
                 a.authorized_operations(&self.principal, self.peer.map(|p| p.ip()), rt, name)
             }
         }
-    }
-
-    /// The client host as Kafka reports it (`InetAddress.toString`: "/127.0.0.1").
-    pub fn client_host(&self) -> String {
-        self.peer
-            .map(|a| format!("/{}", a.ip()))
-            .unwrap_or_default()
     }
 }
 
@@ -277,34 +241,13 @@ pub fn lookup(key: i16) -> Option<&'static ApiSpec> {
     APIS.iter().find(|s| s.key as i16 == key)
 }
 
-/// Decodes a request body. Decoding runs under `catch_unwind` as a second guard (the first is
-/// the allocator, see `alloc.rs`): a malformed body must close one connection, never the broker.
-pub fn decode<T: Decodable>(ctx: &RequestCtx, mut body: Bytes) -> Result<T> {
-    let version = ctx.version;
-    match std::panic::catch_unwind(AssertUnwindSafe(|| T::decode(&mut body, version))) {
-        Ok(r) => r.map_err(|e| anyhow!("malformed {:?} v{version} request: {e}", ctx.api_key)),
-        Err(_) => bail!(
-            "malformed {:?} v{version} request (decoder panicked)",
-            ctx.api_key
-        ),
-    }
-}
-
-/// Encodes a complete response frame: size, header (version chosen by the API), body.
-pub fn respond<T: Encodable>(ctx: &RequestCtx, body: &T) -> Result<Option<Response>> {
-    let mut frame = FrameBuf::new();
-    write_header(ctx, frame.buf())?;
-    body.encode(frame.buf(), ctx.version)?;
-    Ok(Some(frame.finish()))
-}
-
-/// Writes the response header for `ctx` into `buf`.
-pub fn write_header(ctx: &RequestCtx, buf: &mut bytes::BytesMut) -> Result<()> {
-    let header_version = ctx.api_key.response_header_version(ctx.version);
-    let mut header = ResponseHeader::default();
-    header.correlation_id = ctx.correlation_id;
-    header.encode(buf, header_version)?;
-    Ok(())
+/// The versions of `key` served, from [`APIS`].
+pub fn served(key: i16) -> Option<Served> {
+    lookup(key).map(|s| Served {
+        key: s.key,
+        min: s.min,
+        max: s.max,
+    })
 }
 
 /// A frame whose header has been parsed.
@@ -319,101 +262,19 @@ pub enum Parsed {
     UnsupportedApiVersions { correlation_id: i32 },
 }
 
-/// Parses the request header. An error closes the connection, as Kafka does for a request
-/// it cannot parse, an unknown API key, or a version it does not serve.
-pub fn parse_frame(mut frame: Bytes) -> Result<Parsed> {
-    if frame.len() < 8 {
-        bail!(
-            "frame of {} bytes is shorter than a request header",
-            frame.len()
-        );
-    }
-    let size = frame.len();
-    let key = i16::from_be_bytes([frame[0], frame[1]]);
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let Some(spec) = lookup(key) else {
-        bail!("unsupported API key {key}");
-    };
-    if version < spec.min || version > spec.max {
-        if spec.key == ApiKey::ApiVersions && version > spec.max {
-            return Ok(Parsed::UnsupportedApiVersions { correlation_id });
+/// Parses the request header against [`APIS`]. An error closes the connection, as Kafka does
+/// for a request it cannot parse, an unknown API key, or a version it does not serve.
+pub fn parse_frame(frame: Bytes) -> Result<Parsed> {
+    use crate::net::request::{Header, parse_header};
+    match parse_header(frame, served)? {
+        Header::UnsupportedApiVersions { correlation_id } => {
+            Ok(Parsed::UnsupportedApiVersions { correlation_id })
         }
-        bail!(
-            "{:?} version {version} outside served range {}..={}",
-            spec.key,
-            spec.min,
-            spec.max
-        );
-    }
-    let header_version = spec.key.request_header_version(version);
-    let header: RequestHeader = {
-        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            RequestHeader::decode(&mut frame, header_version)
-        }));
-        match r {
-            Ok(Ok(h)) => h,
-            _ => bail!("malformed request header"),
-        }
-    };
-    let ctx = RequestCtx {
-        api_key: spec.key,
-        version,
-        correlation_id,
-        client_id: header.client_id.map(|s| s.to_string()),
-        peer: None,
-        principal: anonymous(),
-        size,
-        listener: Arc::from(""),
-    };
-    Ok(Parsed::Request {
-        spec,
-        ctx,
-        body: frame,
-    })
-}
-
-/// What a log line says about a request that was not served, read leniently from the fixed
-/// start of every request header (API key, version, correlation id, then the client id in all
-/// header versions but v0), so it also works on frames that [`parse_frame`] rejects.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct FrameHead {
-    pub api_key: Option<i16>,
-    pub version: Option<i16>,
-    pub client_id: Option<String>,
-}
-
-impl FrameHead {
-    pub fn peek(frame: &[u8]) -> FrameHead {
-        let i16_at = |at: usize| {
-            frame
-                .get(at..at + 2)
-                .map(|b| i16::from_be_bytes([b[0], b[1]]))
-        };
-        let client_id = i16_at(8).and_then(|len| {
-            let len = usize::try_from(len).ok()?;
-            let bytes = frame.get(10..10 + len)?;
-            Some(String::from_utf8_lossy(bytes).into_owned())
-        });
-        FrameHead {
-            api_key: i16_at(0),
-            version: i16_at(2),
-            client_id,
+        Header::Request { ctx, body } => {
+            let spec = lookup(ctx.api_key as i16).ok_or_else(|| anyhow!("unserved API key"))?;
+            Ok(Parsed::Request { spec, ctx, body })
         }
     }
-
-    /// The key's name, as Kafka logs it ("Metadata"), or "unknown".
-    pub fn api_name(&self) -> String {
-        match self.api_key.map(ApiKey::try_from) {
-            Some(Ok(k)) => format!("{k:?}"),
-            _ => "unknown".to_string(),
-        }
-    }
-}
-
-/// The principal of a request that came from no authenticated connection.
-pub fn anonymous() -> Arc<crate::security::Principal> {
-    Arc::new(crate::security::Principal::anonymous())
 }
 
 /// Parses a frame and runs its handler (no client address: tests, fuzzing), as if it came
@@ -455,6 +316,47 @@ pub async fn dispatch_from(
     }
 }
 
+/// The handlers as the transport reaches them: every frame a connection reads is dispatched
+/// here, on this broker.
+pub struct Frontend {
+    broker: Arc<Broker>,
+}
+
+/// The [`Dispatch`](crate::net::dispatch::Dispatch) the listeners are given.
+pub fn frontend(broker: &Arc<Broker>) -> Arc<dyn crate::net::dispatch::Dispatch> {
+    Arc::new(Frontend {
+        broker: broker.clone(),
+    })
+}
+
+impl crate::net::dispatch::Dispatch for Frontend {
+    fn dispatch<'a>(
+        &'a self,
+        frame: Bytes,
+        session: &'a crate::security::Session,
+    ) -> crate::net::dispatch::Answer<'a> {
+        Box::pin(dispatch_from(&self.broker, frame, session))
+    }
+
+    fn served(&self) -> crate::net::request::ServedLookup {
+        served
+    }
+
+    fn config(&self) -> &crate::config::BrokerConfig {
+        &self.broker.config
+    }
+
+    fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.broker.metrics
+    }
+
+    fn credentials(
+        &self,
+    ) -> Arc<dyn crate::security::sasl::authenticator::Credentials + Send + Sync> {
+        self.broker.controller.scram.clone()
+    }
+}
+
 /// Decodes any served request's body into its typed form under the same guards as the
 /// handlers use (for the fuzz target and tests; handlers decode their own type).
 pub fn decode_any(ctx: &RequestCtx, body: Bytes) -> Result<kafka_protocol::messages::RequestKind> {
@@ -486,8 +388,6 @@ pub fn local_partition(
 
 #[cfg(test)]
 mod tests {
-    use super::FrameHead;
-
     /// docs/apis.md has a row per API key whose Sluice column is what [`super::APIS`]
     /// advertises ("—" for a key not served).
     #[test]
@@ -526,30 +426,5 @@ mod tests {
                 assert!(rows.contains_key(&k), "no row for {api:?}");
             }
         }
-    }
-
-    #[test]
-    fn frame_head_reads_what_is_there() {
-        let mut f = vec![0, 3, 0, 99, 0, 0, 0, 7, 0, 2, b'i', b'd', 0xff];
-        assert_eq!(
-            FrameHead::peek(&f),
-            FrameHead {
-                api_key: Some(3),
-                version: Some(99),
-                client_id: Some("id".into()),
-            }
-        );
-        assert_eq!(FrameHead::peek(&f).api_name(), "Metadata");
-        f[8..10].copy_from_slice(&(-1i16).to_be_bytes());
-        assert_eq!(FrameHead::peek(&f).client_id, None);
-        f[8..10].copy_from_slice(&100i16.to_be_bytes());
-        assert_eq!(
-            FrameHead::peek(&f).client_id,
-            None,
-            "client id past the frame end"
-        );
-        assert_eq!(FrameHead::peek(&f[..3]).version, None);
-        assert_eq!(FrameHead::peek(&[0x27, 0x0f]).api_name(), "unknown");
-        assert_eq!(FrameHead::peek(&[]), FrameHead::default());
     }
 }

@@ -18,10 +18,10 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
+use super::dispatch::Dispatch;
+use super::request::FrameHead;
 use super::response::{Chunk, Response};
 use super::sasl::{FrameLimit, Gate, SaslGate};
-use crate::api;
-use crate::broker::Broker;
 use crate::security::Session;
 
 /// How many decoded-but-unanswered frames a connection may read ahead.
@@ -48,29 +48,29 @@ pub trait Sink: Send + 'static {
 }
 
 /// Serves one plain TCP connection.
-pub async fn serve(stream: TcpStream, broker: Arc<Broker>, listener: Arc<str>) {
+pub async fn serve(stream: TcpStream, front: Arc<dyn Dispatch>, listener: Arc<str>) {
     let peer = stream.peer_addr().ok();
     let session = Session::anonymous(peer, &listener);
-    let _counted = broker.metrics.connection_opened(&listener);
+    let _counted = front.metrics().connection_opened(&listener);
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
-    run(rd, wr, session, broker).await;
+    run(rd, wr, session, front).await;
 }
 
 /// Reads frames from `rd` and answers them in order through `wr`, until either side ends.
-pub async fn run<R, W>(rd: R, wr: W, mut session: Session, broker: Arc<Broker>)
+pub async fn run<R, W>(rd: R, wr: W, mut session: Session, front: Arc<dyn Dispatch>)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: Sink,
 {
     let peer = session.peer;
     let (tx, mut rx) = mpsc::channel::<Bytes>(READ_AHEAD);
-    let sasl_cfg = broker.config.sasl.get(&*session.listener).cloned();
+    let sasl_cfg = front.config().sasl.get(&*session.listener).cloned();
     let limit = Arc::new(FrameLimit::new(
-        broker.config.socket_request_max_bytes,
+        front.config().socket_request_max_bytes,
         sasl_cfg.as_ref().map(|c| c.max_receive_size),
     ));
-    let mut sasl = sasl_cfg.map(|c| SaslGate::new(c, broker.clone(), peer, limit.clone()));
+    let mut sasl = sasl_cfg.map(|c| SaslGate::new(c, &*front, peer, limit.clone()));
     let reader = tokio::spawn(read_frames(rd, limit, tx));
     let mut writer = Writer::new(wr);
     while let Some(frame) = rx.recv().await {
@@ -99,7 +99,7 @@ where
         let started = std::time::Instant::now();
         // A second handle on the frame (a reference count), for the log line if it fails.
         let mut mute = std::time::Duration::ZERO;
-        match api::dispatch_from(&broker, frame.clone(), &session).await {
+        match front.dispatch(frame.clone(), &session).await {
             Ok(Some(resp)) => {
                 mute = resp.mute;
                 writer.queue(resp)
@@ -108,7 +108,7 @@ where
             Err(e) => {
                 // The connection ends here, so this is its only such line; the frames read
                 // ahead behind this one are dropped unread.
-                let head = api::FrameHead::peek(&frame);
+                let head = FrameHead::peek(&frame);
                 warn!(
                     client = %addr(peer),
                     client_id = head.client_id.as_deref().unwrap_or("-"),
@@ -130,9 +130,9 @@ where
             reader.abort();
             return;
         }
-        let head = api::FrameHead::peek(&frame[..frame.len().min(4)]);
+        let head = FrameHead::peek(&frame[..frame.len().min(4)]);
         if let (Some(key), Some(version)) = (head.api_key, head.version) {
-            broker.metrics.request(key, version, started.elapsed());
+            front.metrics().request(key, version, started.elapsed());
         }
         // A throttled client: its next request waits (the reader still reads ahead).
         if !mute.is_zero() {

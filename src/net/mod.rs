@@ -2,6 +2,8 @@
 
 pub mod client;
 pub mod connection;
+pub mod dispatch;
+pub mod request;
 pub mod response;
 pub mod sasl;
 pub mod server;

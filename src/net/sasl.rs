@@ -12,8 +12,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::{info, warn};
 
+use super::dispatch::Dispatch;
 use super::response::Response;
-use crate::broker::Broker;
+use crate::security::sasl::authenticator::Credentials;
 use crate::security::sasl::{Authenticator, Outcome, SaslListener};
 use crate::security::{Principal, Session};
 
@@ -56,7 +57,7 @@ impl FrameLimit {
 pub struct SaslGate {
     auth: Authenticator,
     cfg: Arc<SaslListener>,
-    broker: Arc<Broker>,
+    credentials: Arc<dyn Credentials + Send + Sync>,
     peer: Option<SocketAddr>,
     limit: Arc<FrameLimit>,
 }
@@ -74,24 +75,23 @@ fn nonce() -> String {
 impl SaslGate {
     pub fn new(
         cfg: Arc<SaslListener>,
-        broker: Arc<Broker>,
+        front: &dyn Dispatch,
         peer: Option<SocketAddr>,
         limit: Arc<FrameLimit>,
     ) -> SaslGate {
         SaslGate {
-            auth: Authenticator::new(cfg.clone()),
+            auth: Authenticator::new(cfg.clone(), front.served()),
             cfg,
-            broker,
+            credentials: front.credentials(),
             peer,
             limit,
         }
     }
 
     pub async fn check(&mut self, frame: &Bytes, session: &mut Session) -> Gate {
-        let creds = self.broker.controller.scram.clone();
         let outcome = self
             .auth
-            .on_frame(frame, now_ms(), &*creds, &mut || nonce());
+            .on_frame(frame, now_ms(), &*self.credentials, &mut || nonce());
         let client = self
             .peer
             .map_or_else(|| "-".to_string(), |a| a.ip().to_string());

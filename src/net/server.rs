@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tracing::warn;
 
+use super::dispatch::Dispatch;
 use super::tls::{self, TlsListener};
-use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
 
 /// Binds every configured listener; the first failure is returned naming the address.
@@ -42,17 +42,17 @@ pub fn tls_for(config: &BrokerConfig) -> Result<Vec<Option<Arc<TlsListener>>>> {
 /// listener's TLS side when its security protocol runs over TLS.
 pub async fn accept_loop(
     listener: TcpListener,
-    broker: Arc<Broker>,
+    front: Arc<dyn Dispatch>,
     name: Arc<str>,
     tls: Option<Arc<TlsListener>>,
 ) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let (broker, name) = (broker.clone(), name.clone());
+                let (front, name) = (front.clone(), name.clone());
                 match &tls {
-                    Some(t) => tokio::spawn(tls::serve(stream, t.clone(), broker, name)),
-                    None => tokio::spawn(super::connection::serve(stream, broker, name)),
+                    Some(t) => tokio::spawn(tls::serve(stream, t.clone(), front, name)),
+                    None => tokio::spawn(super::connection::serve(stream, front, name)),
                 };
             }
             Err(e) => {

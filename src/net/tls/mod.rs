@@ -20,7 +20,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 use super::connection::addr;
-use crate::broker::Broker;
+use super::dispatch::Dispatch;
 use crate::config::BrokerConfig;
 use crate::security::{Principal, Session};
 pub use settings::ClientAuth;
@@ -71,7 +71,7 @@ impl TlsListener {
 pub async fn serve(
     stream: TcpStream,
     tls: Arc<TlsListener>,
-    broker: Arc<Broker>,
+    front: Arc<dyn Dispatch>,
     listener: Arc<str>,
 ) {
     let peer = stream.peer_addr().ok();
@@ -96,7 +96,7 @@ pub async fn serve(
         ..Session::anonymous(peer, &listener)
     };
     let (rd, wr) = tokio::io::split(stream);
-    super::connection::run(rd, TlsSink::new(wr), session, broker).await;
+    super::connection::run(rd, TlsSink::new(wr), session, front).await;
 }
 
 fn log_refused(peer: Option<SocketAddr>, e: &std::io::Error) {

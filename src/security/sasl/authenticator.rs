@@ -25,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::oauthbearer::OAuthBearerServer;
 use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 use super::{AuthError, Mechanism, SaslListener, Step, plain};
-use crate::api::{self, Parsed, RequestCtx};
+use crate::net::request::{self, Header, RequestCtx, ServedLookup};
 use crate::net::response::Response;
 use crate::security::Principal;
 
@@ -85,6 +85,8 @@ pub struct Authenticator {
     session: Option<(Mechanism, Principal)>,
     supports_reauth: bool,
     expires_at_ms: Option<i64>,
+    /// The versions served, which the SASL requests are parsed against.
+    served: ServedLookup,
 }
 
 fn api_key_of(frame: &[u8]) -> Option<ApiKey> {
@@ -108,13 +110,16 @@ fn raw_frame(token: &[u8]) -> Response {
 }
 
 /// Header and typed body of a request for `key`.
-fn parse<T: kafka_protocol::protocol::Decodable>(frame: &Bytes) -> Result<(RequestCtx, T), String> {
-    match api::parse_frame(frame.clone()) {
-        Ok(Parsed::Request { ctx, body, .. }) => {
-            let req = api::decode(&ctx, body).map_err(|e| format!("{e:#}"))?;
+fn parse<T: kafka_protocol::protocol::Decodable>(
+    frame: &Bytes,
+    served: ServedLookup,
+) -> Result<(RequestCtx, T), String> {
+    match request::parse_header(frame.clone(), served) {
+        Ok(Header::Request { ctx, body }) => {
+            let req = request::decode(&ctx, body).map_err(|e| format!("{e:#}"))?;
             Ok((ctx, req))
         }
-        Ok(Parsed::UnsupportedApiVersions { .. }) => Err("unexpected ApiVersions".into()),
+        Ok(Header::UnsupportedApiVersions { .. }) => Err("unexpected ApiVersions".into()),
         Err(e) => Err(format!("{e:#}")),
     }
 }
@@ -123,7 +128,7 @@ fn encode<T: kafka_protocol::protocol::Encodable>(
     ctx: &RequestCtx,
     body: &T,
 ) -> Result<Response, String> {
-    match api::respond(ctx, body) {
+    match request::respond(ctx, body) {
         Ok(Some(r)) => Ok(r),
         Ok(None) => Err("no response".into()),
         Err(e) => Err(format!("{e:#}")),
@@ -131,13 +136,14 @@ fn encode<T: kafka_protocol::protocol::Encodable>(
 }
 
 impl Authenticator {
-    pub fn new(cfg: Arc<SaslListener>) -> Authenticator {
+    pub fn new(cfg: Arc<SaslListener>, served: ServedLookup) -> Authenticator {
         Authenticator {
             cfg,
             state: State::Handshake { reauth: false },
             session: None,
             supports_reauth: false,
             expires_at_ms: None,
+            served,
         }
     }
 
@@ -192,7 +198,7 @@ impl Authenticator {
                 ));
             }
         }
-        let (ctx, req) = match parse::<SaslHandshakeRequest>(frame) {
+        let (ctx, req) = match parse::<SaslHandshakeRequest>(frame, self.served) {
             Ok(r) => r,
             Err(e) => return Outcome::Close(e),
         };
@@ -260,7 +266,7 @@ impl Authenticator {
                     key_name(frame)
                 ));
             }
-            match parse::<SaslAuthenticateRequest>(frame) {
+            match parse::<SaslAuthenticateRequest>(frame, self.served) {
                 Ok(r) => Some(r),
                 Err(e) => return Outcome::Close(e),
             }

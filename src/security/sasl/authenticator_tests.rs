@@ -73,7 +73,7 @@ fn metadata() -> Bytes {
 
 #[test]
 fn plain_then_requests_then_session_expiry_and_reauth() {
-    let mut a = Authenticator::new(cfg(1000));
+    let mut a = Authenticator::new(cfg(1000), crate::api::served);
     let versions = frame(
         ApiKey::ApiVersions,
         3,
@@ -112,7 +112,7 @@ fn plain_then_requests_then_session_expiry_and_reauth() {
 
 #[test]
 fn reauth_cannot_change_principal_or_mechanism() {
-    let mut a = Authenticator::new(cfg(1000));
+    let mut a = Authenticator::new(cfg(1000), crate::api::served);
     run(&mut a, &handshake("PLAIN", 1), 0);
     run(&mut a, &authenticate(b"\0alice\0pw", 1), 0);
     run(&mut a, &handshake("PLAIN", 1), 10);
@@ -125,7 +125,7 @@ fn reauth_cannot_change_principal_or_mechanism() {
         r.error_message.unwrap().as_str(),
         "Cannot change principals during re-authentication from User.alice: User.bob"
     );
-    let mut a = Authenticator::new(cfg(1000));
+    let mut a = Authenticator::new(cfg(1000), crate::api::served);
     run(&mut a, &handshake("PLAIN", 1), 0);
     run(&mut a, &authenticate(b"\0alice\0pw", 1), 0);
     assert!(matches!(
@@ -140,7 +140,7 @@ fn reauth_cannot_change_principal_or_mechanism() {
 
 #[test]
 fn failures_answer_with_kafka_messages() {
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     run(&mut a, &handshake("PLAIN", 1), 0);
     let Outcome::Fail { reply: Some(r), .. } = run(&mut a, &authenticate(b"\0alice\0no", 1), 0)
     else {
@@ -153,7 +153,7 @@ fn failures_answer_with_kafka_messages() {
         "Authentication failed: Invalid username or password"
     );
 
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     run(&mut a, &handshake("SCRAM-SHA-256", 1), 0);
     let Outcome::Fail { reply: Some(r), .. } =
         run(&mut a, &authenticate(b"n,,n=nobody,r=abc", 1), 0)
@@ -166,7 +166,7 @@ fn failures_answer_with_kafka_messages() {
         "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
     );
 
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     let Outcome::Fail { reply: Some(r), .. } = run(&mut a, &handshake("GSSAPI", 1), 0) else {
         panic!("GSSAPI accepted")
     };
@@ -177,18 +177,18 @@ fn failures_answer_with_kafka_messages() {
 
 #[test]
 fn other_requests_and_garbage_close_the_connection() {
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     assert!(matches!(run(&mut a, &metadata(), 0), Outcome::Close(_)));
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     assert!(matches!(
         run(&mut a, &Bytes::from_static(b"\x60\x00garbage"), 0),
         Outcome::Close(_)
     ));
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     assert!(matches!(run(&mut a, &Bytes::new(), 0), Outcome::Close(_)));
     run(&mut a, &handshake("PLAIN", 1), 0);
     assert!(matches!(run(&mut a, &metadata(), 0), Outcome::Close(_)));
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     run(&mut a, &handshake("PLAIN", 1), 0);
     let truncated = authenticate(b"\0alice\0pw", 1);
     let truncated = truncated.slice(..truncated.len() - 4);
@@ -197,7 +197,7 @@ fn other_requests_and_garbage_close_the_connection() {
 
 #[test]
 fn handshake_v0_takes_bare_tokens() {
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     assert!(matches!(
         run(&mut a, &handshake("PLAIN", 0), 0),
         Outcome::Reply(_)
@@ -207,7 +207,7 @@ fn handshake_v0_takes_bare_tokens() {
         panic!("not authenticated")
     };
     assert_eq!(reply.to_vec().unwrap(), vec![0, 0, 0, 0]);
-    let mut a = Authenticator::new(cfg(0));
+    let mut a = Authenticator::new(cfg(0), crate::api::served);
     run(&mut a, &handshake("PLAIN", 0), 0);
     assert!(matches!(
         run(&mut a, &Bytes::from_static(b"\0alice\0bad"), 0),

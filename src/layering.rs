@@ -1,0 +1,122 @@
+//! The layers' rule, checked on the sources: nothing in the transport (`net`), the services
+//! (`group`, `txn`, `share`, `producer`) or below them (`cluster`, `log`) imports the handlers
+//! (`crate::api`) or the wiring (`crate::broker`). [`DEBT`] lists the files that still do,
+//! each with what it reaches up for; it only shrinks: a file that no longer offends must leave
+//! it, and a new offender fails.
+
+use std::path::{Path, PathBuf};
+
+/// The folders under src/ held to the rule.
+const LOWER: &[&str] = &["net", "group", "txn", "share", "producer", "cluster", "log"];
+
+/// Files that still import `crate::api` or `crate::broker`, and why.
+const DEBT: &[(&str, &str)] = &[
+    (
+        "cluster/fetcher/fake_leader.rs",
+        "api::errors::partition_error_code (the error mapping still lives in api)",
+    ),
+    (
+        "cluster/internal_topic.rs",
+        "creates internal topics through the Broker",
+    ),
+    (
+        "cluster/log_cleaner.rs",
+        "a Weak<Broker> for the replicas and configs each pass",
+    ),
+    (
+        "cluster/node/mod.rs",
+        "a Weak<Broker> to apply the metadata image",
+    ),
+    (
+        "group/store.rs",
+        "a Weak<Broker> to append to __consumer_offsets",
+    ),
+    (
+        "share/state/mod.rs",
+        "a Weak<Broker> to read and write __share_group_state",
+    ),
+    (
+        "txn/markers.rs",
+        "a Weak<Broker> and api::local_partition to write markers",
+    ),
+    ("txn/mod.rs", "a Weak<Broker> for the broker ids"),
+    (
+        "txn/peers.rs",
+        "the Broker's inter-broker client and metadata",
+    ),
+    (
+        "txn/store.rs",
+        "a Weak<Broker> to append to __transaction_state",
+    ),
+    (
+        "txn/verify.rs",
+        "the Broker's coordinator lookup and inter-broker client",
+    ),
+];
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rs_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether a line of code (comments aside) names `crate::api` or `crate::broker`.
+fn imports_upward(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or("");
+    ["crate::api", "crate::broker"].iter().any(|m| {
+        code.match_indices(m).any(|(at, _)| {
+            !code[at + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    })
+}
+
+#[test]
+fn lower_layers_do_not_import_api_or_broker() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut offenders = Vec::new();
+    for folder in LOWER {
+        let mut files = Vec::new();
+        rs_files(&src.join(folder), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            if text.lines().any(imports_upward) {
+                let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+                offenders.push(rel);
+            }
+        }
+    }
+    offenders.sort();
+    let new: Vec<&String> = offenders
+        .iter()
+        .filter(|f| !DEBT.iter().any(|(d, _)| d == f))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "these files import crate::api or crate::broker: {new:?}"
+    );
+    let paid: Vec<&str> = DEBT
+        .iter()
+        .map(|(d, _)| *d)
+        .filter(|d| !offenders.iter().any(|f| f == d))
+        .collect();
+    assert!(
+        paid.is_empty(),
+        "no longer offending, take them off DEBT: {paid:?}"
+    );
+}
+
+#[test]
+fn an_import_is_told_from_a_longer_name() {
+    assert!(imports_upward("use crate::api::errors;"));
+    assert!(imports_upward("    broker: Weak<crate::broker::Broker>,"));
+    assert!(!imports_upward("use crate::apis::x;"));
+    assert!(!imports_upward("// see crate::broker"));
+}
