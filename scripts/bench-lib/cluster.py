@@ -143,27 +143,24 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError(f"not {n} live brokers after {timeout:.0f} s")
 
-    def quorum_hw(self):
-        """The metadata log's high watermark, from Kafka's own kafka-metadata-quorum."""
+    def quorum_status(self, field):
+        """One integer field of `kafka-metadata-quorum describe --status` (Kafka's own tool)."""
         r = subprocess.run([os.path.join(SCRIPTS, "kafka-run-class"),
                             "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
                             self.bootstrap, "describe", "--status"], env=self.env(),
                            capture_output=True, text=True, timeout=180)
-        m = re.search(r"HighWatermark:\s*(\d+)", r.stdout)
+        m = re.search(rf"{field}:\s*(\d+)", r.stdout)
         if not m:
             raise RuntimeError(f"kafka-metadata-quorum: {r.stderr.strip()[-500:]}")
         return int(m.group(1))
 
+    def quorum_hw(self):
+        """The metadata log's high watermark."""
+        return self.quorum_status("HighWatermark")
+
     def active_controller(self):
-        """The Raft leader (active controller), from Kafka's own kafka-metadata-quorum."""
-        r = subprocess.run([os.path.join(SCRIPTS, "kafka-run-class"),
-                            "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
-                            self.bootstrap, "describe", "--status"], env=self.env(),
-                           capture_output=True, text=True, timeout=180)
-        m = re.search(r"LeaderId:\s*(\d+)", r.stdout)
-        if not m:
-            raise RuntimeError(f"kafka-metadata-quorum: {r.stderr.strip()[-500:]}")
-        return int(m.group(1))
+        """The Raft leader (active controller)."""
+        return self.quorum_status("LeaderId")
 
     def leader(self, topic, partition=0):
         for i, port in self.ports.items():
