@@ -1,11 +1,13 @@
 //! Kafka's classic group coordinator.
 //!
 //! Each group is owned by its own async mutex (`GroupCell`); the map from group id to group is
-//! locked only to look up, insert or remove. Requests that must wait for a rebalance (JoinGroup
-//! until the join phase completes, SyncGroup until the leader's assignment is stored) leave a
-//! oneshot sender in their member and await the receiver after releasing the group lock.
-//! Timers are tokio tasks (session expiry per member, the rebalance timeout and the initial
-//! rebalance delay per rebalance), so they follow a paused tokio clock in tests.
+//! locked only to look up, insert or remove. The classic group's rules are decided by the pure
+//! `group::membership`; this coordinator carries out what they decide. Requests that must wait
+//! for a rebalance (JoinGroup until the join phase completes, SyncGroup until the leader's
+//! assignment is stored) leave a oneshot sender in the group's [`Slot`] and await the receiver
+//! after releasing the group lock. Timers are tokio tasks (session expiry per member, the
+//! rebalance timeout and the initial rebalance delay per rebalance), so they follow a paused
+//! tokio clock in tests.
 //!
 //! Writes to `__consumer_offsets` (group metadata when a generation's assignment is stored or a
 //! group empties, offset commits, tombstones) are made under the group's lock and a request is
@@ -14,7 +16,8 @@
 //!
 //! The coordinator's work is split as Kafka splits its GroupMetadataManager and
 //! OffsetMetadataManager:
-//! * `membership`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the rebalance and session timers.
+//! * `membership`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup: feeds them and the timers to
+//!   `group::membership` and carries out its actions (answers, timers, writes).
 //! * `offsets`: OffsetCommit, OffsetFetch, OffsetDelete.
 //! * `admin`: DescribeGroups, ListGroups, DeleteGroups, offset expiry.
 //! * `txn`: TxnOffsetCommit and the end of transactions (`complete_txn`).
@@ -43,6 +46,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep};
 
 use kafka_protocol::ResponseError as E;
@@ -57,13 +61,57 @@ use crate::cluster::Partition;
 use crate::group::loader::PartitionLoads;
 use ownership::Ownership;
 
+pub use crate::group::state::{JoinParams, SyncParams};
 pub use admin::{Described, DescribedMember, Listed};
 pub use consumer::HeartbeatAnswer;
-pub use membership::{JoinParams, SyncParams};
 pub use offsets::{CommitOffset, CommitParams, FetchedOffset};
 pub use txn::TxnCommitParams;
 
-pub type GroupCell = tokio::sync::Mutex<Group>;
+pub type GroupCell = tokio::sync::Mutex<Slot>;
+
+/// A group and the requests waiting on it: JoinGroups and SyncGroups by member id.
+pub struct Slot {
+    pub group: Group,
+    joins: HashMap<String, oneshot::Sender<JoinResult>>,
+    syncs: HashMap<String, oneshot::Sender<SyncResult>>,
+}
+
+impl Slot {
+    fn new(group: Group) -> Slot {
+        Slot {
+            group,
+            joins: HashMap::new(),
+            syncs: HashMap::new(),
+        }
+    }
+
+    /// Every waiting JoinGroup and SyncGroup is answered with `code`.
+    fn fail_waiters(&mut self, code: i16) {
+        for (id, tx) in self.joins.drain() {
+            let _ = tx.send(JoinResult::error(code, &id));
+        }
+        for (_, tx) in self.syncs.drain() {
+            let _ = tx.send(SyncResult::error(code));
+        }
+        for m in self.group.members.values_mut() {
+            m.awaiting_join = false;
+            m.awaiting_sync = false;
+        }
+    }
+}
+
+impl std::ops::Deref for Slot {
+    type Target = Group;
+    fn deref(&self) -> &Group {
+        &self.group
+    }
+}
+
+impl std::ops::DerefMut for Slot {
+    fn deref_mut(&mut self) -> &mut Group {
+        &mut self.group
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
@@ -143,6 +191,8 @@ pub struct Coordinator {
     log: Arc<dyn OffsetsLog>,
     /// Set once by the broker; without it (unit tests) there are no topics.
     topics: std::sync::OnceLock<TopicsSource>,
+    /// The origin of the timer clock the membership rules see (tokio's, paused in tests).
+    clock_base: Instant,
 }
 
 /// The group map and, in a cluster, the partitions it covers: one lock, so a group is in the
@@ -205,6 +255,7 @@ impl Coordinator {
             }),
             log,
             topics: std::sync::OnceLock::new(),
+            clock_base: Instant::now(),
         })
     }
 
@@ -239,7 +290,9 @@ impl Coordinator {
         g.check(id)?;
         Ok(g.map
             .entry(id.to_string())
-            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(Group::new(id, now_ms()))))
+            .or_insert_with(|| {
+                Arc::new(tokio::sync::Mutex::new(Slot::new(Group::new(id, now_ms()))))
+            })
             .clone())
     }
 
@@ -305,7 +358,7 @@ impl Coordinator {
         let mut g = self.groups.lock().unwrap();
         for (id, l) in loaded {
             g.index_txns(&id, &l);
-            let cell = Arc::new(tokio::sync::Mutex::new(restored(&id, l, now)));
+            let cell = Arc::new(tokio::sync::Mutex::new(Slot::new(restored(&id, l, now))));
             g.map.insert(id, cell);
         }
     }
@@ -329,8 +382,15 @@ impl Coordinator {
             let me = self.clone();
             tokio::spawn(async move {
                 let ids: Vec<(String, u64)> = {
-                    let g = cell.lock().await;
-                    g.members.values().map(|m| (m.id.clone(), m.seq)).collect()
+                    let mut g = cell.lock().await;
+                    let now = me.now();
+                    g.members
+                        .values_mut()
+                        .map(|m| {
+                            crate::group::membership::touch(m, now);
+                            (m.id.clone(), m.seq)
+                        })
+                        .collect()
                 };
                 for (id, seq) in ids {
                     me.spawn_session_timer(&cell, id, seq);
@@ -389,7 +449,7 @@ impl PartitionLoads for Coordinator {
                 .collect();
             for (id, l) in home {
                 g.index_txns(&id, &l);
-                let cell = Arc::new(tokio::sync::Mutex::new(restored(&id, l, now)));
+                let cell = Arc::new(tokio::sync::Mutex::new(Slot::new(restored(&id, l, now))));
                 g.map.insert(id, cell.clone());
                 cells.push(cell);
             }
@@ -479,7 +539,6 @@ fn restored(id: &str, l: Loaded, now: i64) -> Group {
     if v.state_timestamp > 0 {
         g.state_ts = v.state_timestamp;
     }
-    let deadline = Instant::now();
     for (i, m) in v.members.into_iter().enumerate() {
         let mut protocols = Vec::new();
         if let Some(p) = &v.protocol {
@@ -499,9 +558,10 @@ fn restored(id: &str, l: Loaded, now: i64) -> Group {
                 rebalance_timeout_ms: m.rebalance_timeout_ms,
                 protocols,
                 assignment: m.assignment,
-                join_tx: None,
-                sync_tx: None,
-                deadline: deadline + Duration::from_millis(m.session_timeout_ms.max(0) as u64),
+                awaiting_join: false,
+                awaiting_sync: false,
+                // Set when the session timers start.
+                deadline: 0,
                 is_new: false,
                 seq: i as u64,
             },
@@ -520,24 +580,12 @@ fn restored(id: &str, l: Loaded, now: i64) -> Group {
 
 /// A group whose partition left this broker: waiting requests are told to find the new
 /// coordinator, and the group is Dead here (its timers end when they next look at it).
-fn unloaded(g: &mut Group) {
-    let code = E::NotCoordinator.code();
-    for m in g.members.values_mut() {
-        if let Some(tx) = m.join_tx.take() {
-            let _ = tx.send(JoinResult::error(code, &m.id));
-        }
-        if let Some(tx) = m.sync_tx.take() {
-            let _ = tx.send(SyncResult::error(code));
-        }
-    }
+fn unloaded(g: &mut Slot) {
+    g.fail_waiters(E::NotCoordinator.code());
     g.members.clear();
     g.statics.clear();
     g.pending.clear();
     g.transition(State::Dead, now_ms());
-}
-
-fn session(m: &Member) -> Duration {
-    Duration::from_millis(m.session_timeout_ms.max(0) as u64)
 }
 
 /// The tombstones that delete a group's metadata: a consumer group's records, or a classic

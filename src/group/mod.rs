@@ -2,7 +2,8 @@
 //! `__consumer_offsets`.
 //!
 //! * `coordinator`: the coordinator (group map, one lock per group, loading); its submodules
-//!   `membership` (joins, syncs, heartbeats, leaves, rebalance and session timers),
+//!   `membership` (joins, syncs, heartbeats, leaves: carries out what `group::membership`
+//!   decides, with the rebalance and session timers and the writes),
 //!   `consumer` (ConsumerGroupHeartbeat), `migration` (classic members in consumer groups,
 //!   upgrades and downgrades), `offsets`
 //!   (commit, fetch, delete) and `admin` (describe, list, delete groups, offset expiry).
@@ -10,6 +11,9 @@
 //! * `consumer`: KIP-848 consumer groups: assignors, reconciliation, heartbeats, classic
 //!   members and the conversions between classic and consumer groups, their records in
 //!   `__consumer_offsets` (pure).
+//! * `membership`: the classic group's state machine (join, sync, heartbeat, leave, rebalance,
+//!   what timers do when they fire) as pure decisions: inputs with the time as a value, the
+//!   answer and the actions to carry out (pure).
 //! * `state`: a group's data (state, members, generation, offsets).
 //! * `offset_state`: a group's committed offsets and those pending in open transactions.
 //! * `records`: the `__consumer_offsets` key and value schemas.
@@ -23,6 +27,7 @@ pub mod configs;
 pub mod consumer;
 pub mod coordinator;
 pub mod loader;
+pub mod membership;
 pub mod offset_state;
 pub mod records;
 pub mod replay;

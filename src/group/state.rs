@@ -1,12 +1,12 @@
 //! The state of one classic group: Kafka's state machine states, members, the generation,
-//! and the group's offsets. Pure data plus small queries; the transitions are made
-//! by the coordinator, which owns each group behind its own lock.
+//! and the group's offsets. Pure data plus small queries; the transitions are decided by
+//! `group::membership` and carried out by the coordinator, which owns each group behind its
+//! own lock.
 
 use std::collections::{HashMap, HashSet};
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::ResponseError as E;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::consumer::ConsumerGroup;
@@ -50,6 +50,17 @@ pub struct JoinParams {
     pub require_known_member_id: bool,
     /// JoinGroup v9+: a rejoining static leader may be told to skip the assignment.
     pub supports_skip_assignment: bool,
+}
+
+/// A SyncGroup request.
+pub struct SyncParams {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
 }
 
 /// What a JoinGroup request is answered with.
@@ -105,10 +116,13 @@ pub struct Member {
     /// (protocol name, metadata) in the member's order of preference.
     pub protocols: Vec<(String, Bytes)>,
     pub assignment: Bytes,
-    pub join_tx: Option<oneshot::Sender<JoinResult>>,
-    pub sync_tx: Option<oneshot::Sender<SyncResult>>,
-    /// The session expires at this instant unless a heartbeat (or join, sync) moves it.
-    pub deadline: Instant,
+    /// A JoinGroup of this member waits for the join phase to complete.
+    pub awaiting_join: bool,
+    /// A SyncGroup of this member waits for the leader's assignment.
+    pub awaiting_sync: bool,
+    /// The session expires at this time (ms on the coordinator's timer clock) unless a
+    /// heartbeat (or join, sync) moves it.
+    pub deadline: i64,
     /// Joined but never completed a join phase: not kept alive while awaiting the join.
     pub is_new: bool,
     /// Join order within the group; also tells a member apart from an older one of the same id.
@@ -149,6 +163,8 @@ pub struct Group {
     pub rebalance_epoch: u64,
     /// The initial delay of a rebalance from Empty is running: no early completion.
     pub initial_delay: bool,
+    /// How much of the rebalance timeout the initial delay may still be extended by.
+    pub initial_delay_remaining_ms: i64,
     pub next_seq: u64,
     /// Committed offsets, and those of open transactions.
     pub offsets: OffsetState,
@@ -232,6 +248,7 @@ impl Group {
             new_member_added: false,
             rebalance_epoch: 0,
             initial_delay: false,
+            initial_delay_remaining_ms: 0,
             next_seq: 0,
             offsets: OffsetState::default(),
             consumer: None,
@@ -266,7 +283,7 @@ impl Group {
     }
 
     pub fn all_joined(&self) -> bool {
-        self.pending.is_empty() && self.members.values().all(|m| m.join_tx.is_some())
+        self.pending.is_empty() && self.members.values().all(|m| m.awaiting_join)
     }
 
     pub fn is_static_fenced(&self, instance_id: Option<&str>, member_id: &str) -> bool {
@@ -331,18 +348,18 @@ impl Group {
 
     /// Kafka's `replaceStaticMember`: the static member `old_id` continues as `new_id` with
     /// everything else kept (client, timeouts, protocols, assignment, join order, leadership).
-    /// A JoinGroup or SyncGroup the old id still awaits is answered FENCED_INSTANCE_ID.
-    /// False if there is no member `old_id`.
-    pub fn replace_static_member(&mut self, instance: &str, old_id: &str, new_id: &str) -> bool {
-        let Some(mut m) = self.members.remove(old_id) else {
-            return false;
-        };
-        if let Some(tx) = m.join_tx.take() {
-            let _ = tx.send(JoinResult::error(E::FencedInstanceId.code(), old_id));
-        }
-        if let Some(tx) = m.sync_tx.take() {
-            let _ = tx.send(SyncResult::error(E::FencedInstanceId.code()));
-        }
+    /// Returns whether the old id awaited a JoinGroup and a SyncGroup answer (the new id
+    /// awaits neither), or None if there is no member `old_id`.
+    pub fn replace_static_member(
+        &mut self,
+        instance: &str,
+        old_id: &str,
+        new_id: &str,
+    ) -> Option<(bool, bool)> {
+        let mut m = self.members.remove(old_id)?;
+        let awaited = (m.awaiting_join, m.awaiting_sync);
+        m.awaiting_join = false;
+        m.awaiting_sync = false;
         m.id = new_id.to_string();
         self.members.insert(new_id.to_string(), m);
         if self.leader.as_deref() == Some(old_id) {
@@ -350,7 +367,7 @@ impl Group {
         }
         self.statics
             .insert(instance.to_string(), new_id.to_string());
-        true
+        Some(awaited)
     }
 
     pub fn first_member(&self) -> Option<String> {

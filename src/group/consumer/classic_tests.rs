@@ -86,9 +86,9 @@ fn classic_member(id: &str, seq: u64, assigned: &[i32]) -> ClassicGroupMember {
             ),
         ],
         assignment: encode_assignment(3, &vec![("t".into(), assigned.to_vec())]),
-        join_tx: None,
-        sync_tx: None,
-        deadline: tokio::time::Instant::now(),
+        awaiting_join: false,
+        awaiting_sync: false,
+        deadline: 0,
         is_new: false,
         seq,
     }

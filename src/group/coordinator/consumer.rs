@@ -21,7 +21,7 @@ use tracing::info;
 
 use kafka_protocol::ResponseError as E;
 
-use super::{Coordinator, GroupCell, consumer_log};
+use super::{Coordinator, GroupCell, Slot, consumer_log};
 use crate::clock::now_ms;
 use crate::group::consumer::heartbeat::{self, Error, Outcome, Request};
 use crate::group::consumer::{Assignment, ConsumerGroup, MemberState, Topics};
@@ -325,7 +325,7 @@ impl Coordinator {
     pub(super) async fn fence_consumer_member(
         self: &Arc<Self>,
         cell: &Arc<GroupCell>,
-        g: &mut Group,
+        g: &mut Slot,
         id: &str,
     ) -> bool {
         let settings = self.cfg.consumer.settings();

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tracing::info;
 
 use super::consumer::sync_state;
-use super::{Coordinator, GroupCell, JoinParams, SyncParams, group_record};
+use super::{Coordinator, GroupCell, JoinParams, Slot, SyncParams, group_record};
 use crate::clock::now_ms;
 use crate::group::consumer::heartbeat::Error;
 use crate::group::consumer::{Topics, classic};
@@ -35,7 +35,7 @@ impl Coordinator {
     pub(super) fn upgrade(
         self: &Arc<Self>,
         cell: &Arc<GroupCell>,
-        g: &mut Group,
+        g: &mut Slot,
         topics: &Topics,
     ) -> Result<(), Error> {
         let settings = self.cfg.consumer.settings();
@@ -56,14 +56,7 @@ impl Coordinator {
                 )),
             });
         };
-        for m in g.members.values_mut() {
-            if let Some(tx) = m.join_tx.take() {
-                let _ = tx.send(JoinResult::error(E::RebalanceInProgress.code(), &m.id));
-            }
-            if let Some(tx) = m.sync_tx.take() {
-                let _ = tx.send(SyncResult::error(E::RebalanceInProgress.code()));
-            }
-        }
+        g.fail_waiters(E::RebalanceInProgress.code());
         g.members.clear();
         g.statics.clear();
         g.pending.clear();
@@ -102,10 +95,11 @@ impl Coordinator {
     pub(super) async fn downgrade(
         self: &Arc<Self>,
         cell: &Arc<GroupCell>,
-        g: &mut Group,
+        slot: &mut Slot,
         leaving: &str,
         topics: &Topics,
     ) {
+        let g = &mut slot.group;
         let Some(side) = g.consumer.as_mut() else {
             return;
         };
@@ -128,7 +122,7 @@ impl Coordinator {
         g.leader = None;
         g.members.clear();
         g.statics.clear();
-        let now = Instant::now();
+        let now = self.now();
         let mut timers = Vec::new();
         for m in plan.members {
             let seq = g.next_seq;
@@ -151,9 +145,9 @@ impl Coordinator {
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     protocols: m.protocols,
                     assignment: m.assignment,
-                    join_tx: None,
-                    sync_tx: None,
-                    deadline: now + Duration::from_millis(m.session_timeout_ms.max(0) as u64),
+                    awaiting_join: false,
+                    awaiting_sync: false,
+                    deadline: now.mono_ms + i64::from(m.session_timeout_ms.max(0)),
                     is_new: false,
                     seq,
                 },
@@ -167,7 +161,7 @@ impl Coordinator {
         info!(group = %g.id, generation = g.generation, "{reason}");
         records.push(group_record(g));
         let _ = self.write(cell, &g.id, records).await;
-        self.prepare_rebalance(cell, g, &reason).await;
+        self.prepare_rebalance(cell, slot, &reason).await;
     }
 
     /// Kafka's `classicGroupJoinToConsumerGroup`, for the non-empty consumer group in `g`.

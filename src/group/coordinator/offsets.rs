@@ -6,9 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError as E;
-use tokio::time::Instant;
 
-use super::{Coordinator, offset_key, session};
+use super::{Coordinator, offset_key};
 use crate::clock::now_ms;
 use crate::group::offset_state::{Committed, TopicPartition};
 use crate::group::records::{self, OffsetValue};
@@ -128,7 +127,7 @@ impl Coordinator {
             )?,
         }
         if let Some(m) = g.members.get_mut(&p.member_id) {
-            m.deadline = Instant::now() + session(m);
+            crate::group::membership::touch(m, self.now());
         }
         let (codes, records, accepted) =
             offset_records(&g.id, p.offsets, self.cfg.offset_metadata_max_bytes);
