@@ -274,18 +274,21 @@ impl Coordinator {
         })
     }
 
-    /// Rebuilds the share groups and share partitions of the persisted states (start-up).
+    /// Rebuilds the share groups and share partitions of the persisted states (start-up; in
+    /// a cluster, each load of a `__share_group_state` partition). A share partition already
+    /// held here keeps its live state.
     pub fn restore(&self) {
         let Some(states) = &self.states else { return };
         let mut inner = self.inner.lock().unwrap();
         for ((group, topic, partition), st) in states.all() {
             inner.groups.entry(group.clone()).or_default();
-            let sp = SharePartition::restore(
-                st.start_offset,
-                &st.batches,
-                self.cfg.partition_max_record_locks,
-            );
-            inner.partitions.insert((group, topic, partition), sp);
+            let max_locks = self.cfg.partition_max_record_locks;
+            inner
+                .partitions
+                .entry((group, topic, partition))
+                .or_insert_with(|| {
+                    SharePartition::restore(st.start_offset, &st.batches, max_locks)
+                });
         }
     }
 

@@ -369,6 +369,13 @@ impl crate::group::loader::PartitionLoads for ShareStates {
             shard.apply(&k, v);
         }
         parts.insert(partition, Load::Loaded(epoch));
+        drop(shard);
+        drop(parts);
+        // The share groups and share partitions of the states just loaded (after a restart,
+        // or a leadership moved here) are rebuilt as on one node at start-up.
+        if let Some(b) = self.broker.upgrade() {
+            b.share.restore();
+        }
         true
     }
 
