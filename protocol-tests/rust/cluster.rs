@@ -525,6 +525,7 @@ fn a_node_killed_and_restarted_at_once_rejoins_the_isrs_only_as_its_new_registra
     // process is registered and unfenced. Bounded: 60 s.
     let mut left = [false; 3];
     let mut full_at = None;
+    let mut candidate: Option<(Instant, Vec<(i32, i32, Vec<i32>)>)> = None;
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         // Metadata first: a DescribeCluster answered after it is at least as new.
@@ -551,9 +552,25 @@ fn a_node_killed_and_restarted_at_once_rejoins_the_isrs_only_as_its_new_registra
                 );
             }
         }
-        if left.iter().all(|l| *l) && s.iter().all(|(l, _, isr)| *l >= 0 && isr.len() == 3) {
-            full_at = Some(s);
-            break;
+        // Full again under the new registration. A partition may lose and regain the victim
+        // between two polls (registration removes the old incarnation from every ISR, and a
+        // caught-up follower is added back within milliseconds), so not every leave is seen;
+        // the quiet period below catches an old incarnation that was never removed.
+        // The survivor's image may lag the controller by a moment, so the state counts as
+        // settled once it has held, unchanged, for a second.
+        let full = s.iter().all(|(l, _, isr)| *l >= 0 && isr.len() == 3);
+        if full && new_registered && unfenced == Some(true) {
+            match &candidate {
+                Some((since, prev)) if *prev == s => {
+                    if since.elapsed() >= Duration::from_secs(1) {
+                        full_at = Some(s);
+                        break;
+                    }
+                }
+                _ => candidate = Some((Instant::now(), s)),
+            }
+        } else {
+            candidate = None;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
