@@ -264,6 +264,18 @@ async fn run(config: BrokerConfig) -> i32 {
         Some(q) => Some(node::wait_for_cluster_id(q).await),
         None => None,
     };
+    let one_voter = config.cluster.as_ref().is_some_and(|cc| cc.one_voter);
+    if let Some(q) = quorum.as_ref().filter(|_| one_voter) {
+        // A single node's metadata file, if the dir has one, goes into the quorum's log with
+        // the producer ids it handed out.
+        let imported = async {
+            let next_pid = sluice::producer::id_manager::next_unused(&config.log_dirs[0])?;
+            node::import_single_node_metadata(q, &config, next_pid).await
+        };
+        if let Err(e) = imported.await {
+            fail(&format!("{e:#}"));
+        }
+    }
     if config.cluster.as_ref().is_some_and(|cc| !cc.roles.broker) {
         let q = quorum.expect("a cluster node has a quorum");
         let id = cluster_id.expect("the quorum agreed on a cluster id");

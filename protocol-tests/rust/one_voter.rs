@@ -93,6 +93,42 @@ fn scram_users(c: &mut Client) -> Vec<(String, Vec<(i8, i32)>)> {
     out
 }
 
+/// An ACL letting User:alice read topic `kept` (CreateAcls v3).
+fn allow_alice_to_read_kept(c: &mut Client) {
+    let mut acl = create_acls_request::AclCreation::default();
+    acl.resource_type = 2; // TOPIC
+    acl.resource_name = s("kept");
+    acl.resource_pattern_type = 3; // LITERAL
+    acl.principal = s("User:alice");
+    acl.host = s("*");
+    acl.operation = 3; // READ
+    acl.permission_type = 3; // ALLOW
+    let mut r = CreateAclsRequest::default();
+    r.creations = vec![acl];
+    let resp: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &r);
+    assert_eq!(resp.results[0].error_code, 0, "create acl");
+}
+
+/// A SCRAM credential for user alice (AlterUserScramCredentials v0).
+fn upsert_alice(c: &mut Client, mechanism: i8, iterations: i32) {
+    let mut up = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+    up.name = s("alice");
+    up.mechanism = mechanism;
+    up.iterations = iterations;
+    up.salt = bytes::Bytes::from_static(b"a salt of sixteen");
+    up.salted_password = bytes::Bytes::from(vec![7u8; 64]);
+    let mut r = AlterUserScramCredentialsRequest::default();
+    r.upsertions = vec![up];
+    let resp: AlterUserScramCredentialsResponse = c.call(ApiKey::AlterUserScramCredentials, 0, &r);
+    assert_eq!(resp.results[0].error_code, 0, "upsert alice");
+}
+
+/// A fourth record into `kept`-0, which must land at offset 3.
+fn produce_fourth(c: &mut Client, when: &str) {
+    let p = produce_one(c, "kept", 0, record_batch(&[b"four"], 1_700_000_000_000));
+    assert_eq!((p.error_code, p.base_offset), (0, 3), "{when}");
+}
+
 fn topic_names(c: &mut Client) -> Vec<String> {
     let mut all = MetadataRequest::default();
     all.topics = None;
@@ -156,29 +192,9 @@ fn metadata_made_through_requests_survives_kill9_and_restart() {
     let resp: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &r);
     assert_eq!(resp.responses[0].error_code, 0, "alter segment.ms");
 
-    let mut acl = create_acls_request::AclCreation::default();
-    acl.resource_type = 2; // TOPIC
-    acl.resource_name = s("kept");
-    acl.resource_pattern_type = 3; // LITERAL
-    acl.principal = s("User:alice");
-    acl.host = s("*");
-    acl.operation = 3; // READ
-    acl.permission_type = 3; // ALLOW
-    let mut r = CreateAclsRequest::default();
-    r.creations = vec![acl];
-    let resp: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &r);
-    assert_eq!(resp.results[0].error_code, 0, "create acl");
+    allow_alice_to_read_kept(&mut c);
 
-    let mut up = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
-    up.name = s("alice");
-    up.mechanism = 1; // SCRAM-SHA-256
-    up.iterations = 8192;
-    up.salt = bytes::Bytes::from_static(b"a salt of sixteen");
-    up.salted_password = bytes::Bytes::from(vec![7u8; 32]);
-    let mut r = AlterUserScramCredentialsRequest::default();
-    r.upsertions = vec![up];
-    let resp: AlterUserScramCredentialsResponse = c.call(ApiKey::AlterUserScramCredentials, 0, &r);
-    assert_eq!(resp.results[0].error_code, 0, "upsert alice");
+    upsert_alice(&mut c, 1, 8192); // SCRAM-SHA-256
 
     for v in [&b"one"[..], b"two", b"three"] {
         let p = produce_one(&mut c, "kept", 0, record_batch(&[v], 1_700_000_000_000));
@@ -205,17 +221,7 @@ fn metadata_made_through_requests_survives_kill9_and_restart() {
     // The metadata is the quorum's: the Raft log, not the one-node metadata file.
     assert!(b.data_dir().join("__cluster_metadata-0").is_dir());
     assert!(!b.data_dir().join("sluice-metadata").exists());
-    let p = produce_one(
-        &mut c,
-        "kept",
-        0,
-        record_batch(&[b"four"], 1_700_000_000_000),
-    );
-    assert_eq!(
-        (p.error_code, p.base_offset),
-        (0, 3),
-        "produce after restart"
-    );
+    produce_fourth(&mut c, "produce after restart");
     assert_eq!(
         b.log().matches("initialized the metadata quorum").count(),
         1,
@@ -239,4 +245,181 @@ fn an_unknown_metadata_quorum_value_is_refused_naming_the_key() {
         "{err}"
     );
     assert!(!Path::new(&dir.path().join("meta.properties")).exists());
+}
+
+/// The group's committed offset of `topic`-0 (OffsetFetch v8).
+fn committed(c: &mut Client, group: &str, topic: &str) -> i64 {
+    use offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics};
+    let mut t = OffsetFetchRequestTopics::default();
+    t.name = s(topic).into();
+    t.partition_indexes = vec![0];
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = s(group).into();
+    g.topics = Some(vec![t]);
+    let mut r = OffsetFetchRequest::default();
+    r.groups = vec![g];
+    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 8, &r);
+    let p = &resp.groups[0].topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "offset fetch");
+    p.committed_offset
+}
+
+/// A new idempotent producer's id (InitProducerId v4).
+fn new_producer_id(c: &mut Client) -> i64 {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = None;
+    r.transaction_timeout_ms = 60_000;
+    r.producer_id = (-1).into();
+    r.producer_epoch = -1;
+    let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &r);
+    assert_eq!(resp.error_code, 0, "init producer id");
+    resp.producer_id.0
+}
+
+/// Every client quota as (entity, key, value), DescribeClientQuotas v1.
+fn quotas(c: &mut Client) -> Vec<(String, String, String)> {
+    let mut r = DescribeClientQuotasRequest::default();
+    let mut comp = describe_client_quotas_request::ComponentData::default();
+    comp.entity_type = s("user");
+    comp.match_type = 2; // any specified name
+    comp._match = None;
+    r.components = vec![comp];
+    let resp: DescribeClientQuotasResponse = c.call(ApiKey::DescribeClientQuotas, 1, &r);
+    assert_eq!(resp.error_code, 0, "describe client quotas");
+    let mut out = Vec::new();
+    for e in resp.entries.unwrap_or_default() {
+        let entity: Vec<String> = e
+            .entity
+            .iter()
+            .map(|d| format!("{}={:?}", d.entity_type, d.entity_name))
+            .collect();
+        for v in e.values {
+            out.push((entity.join(","), v.key.to_string(), v.value.to_string()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Topic name → topic id, Metadata v12.
+fn topic_ids(c: &mut Client) -> Vec<(String, String)> {
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &all);
+    let mut ids: Vec<(String, String)> = resp
+        .topics
+        .iter()
+        .filter_map(|t| Some((t.name.as_ref()?.to_string(), t.topic_id.to_string())))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_single_nodes_metadata_file_is_carried_into_the_quorum_on_upgrade() {
+    const FILE: &str = "sluice.metadata.quorum=file";
+    // The fixture: a data dir written by a single node keeping its metadata in sluice-metadata.
+    let mut b = TestBroker::start(&[FILE, AUTHORIZER[0], AUTHORIZER[1]]);
+    let mut c = b.connect();
+    for (name, configs) in [
+        (
+            "kept",
+            &[("retention.ms", "123456789"), ("segment.ms", "7200000")][..],
+        ),
+        ("other", &[][..]),
+    ] {
+        let r: CreateTopicsResponse = c.call(
+            ApiKey::CreateTopics,
+            7,
+            &create_topic_request(name, 2, 1, configs),
+        );
+        assert_eq!(r.topics[0].error_code, 0, "create {name}");
+    }
+    allow_alice_to_read_kept(&mut c);
+    upsert_alice(&mut c, 2, 4096); // SCRAM-SHA-512
+    {
+        use alter_client_quotas_request::{EntityData, EntryData, OpData};
+        let mut ent = EntityData::default();
+        ent.entity_type = s("user");
+        ent.entity_name = Some(s("alice"));
+        let mut op = OpData::default();
+        op.key = s("producer_byte_rate");
+        op.value = 1024.0;
+        let mut entry = EntryData::default();
+        entry.entity = vec![ent];
+        entry.ops = vec![op];
+        let mut r = AlterClientQuotasRequest::default();
+        r.entries = vec![entry];
+        let resp: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &r);
+        assert_eq!(resp.entries[0].error_code, 0, "alter client quotas");
+    }
+    for v in [&b"one"[..], b"two", b"three"] {
+        let p = produce_one(&mut c, "kept", 0, record_batch(&[v], 1_700_000_000_000));
+        assert_eq!(p.error_code, 0, "produce");
+    }
+    {
+        use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = 0;
+        p.committed_offset = 2;
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = s("kept").into();
+        t.partitions = vec![p];
+        let mut r = OffsetCommitRequest::default();
+        r.group_id = s("readers").into();
+        r.generation_id_or_member_epoch = -1;
+        r.topics = vec![t];
+        let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
+        assert_eq!(resp.topics[0].partitions[0].error_code, 0, "offset commit");
+    }
+    let pid_before = new_producer_id(&mut c);
+    let before = held(&mut c);
+    let ids_before = topic_ids(&mut c);
+    let quotas_before = quotas(&mut c);
+    assert_eq!(before.0, ["__consumer_offsets", "kept", "other"]);
+    assert_eq!(before.3.len(), 1);
+    assert_eq!(before.4, [("alice".to_string(), vec![(2, 4096)])]);
+    assert_eq!(before.5.len(), 3);
+    assert_eq!(quotas_before.len(), 1, "{quotas_before:?}");
+    assert_eq!(committed(&mut c, "readers", "kept"), 2);
+    drop(c);
+    assert_eq!(b.terminate(), Some(0), "clean stop of the file-mode node");
+    assert!(b.data_dir().join("sluice-metadata").is_file());
+
+    // The same dir under the one-voter quorum.
+    b.set_extra(&[RAFT, AUTHORIZER[0], AUTHORIZER[1]]);
+    b.launch();
+    let mut c = b.connect();
+    assert_eq!(held(&mut c), before, "after the upgrade");
+    assert_eq!(topic_ids(&mut c), ids_before, "topic ids kept");
+    assert_eq!(quotas(&mut c), quotas_before, "client quotas kept");
+    assert_eq!(
+        committed(&mut c, "readers", "kept"),
+        2,
+        "committed offset kept"
+    );
+    let pid_after = new_producer_id(&mut c);
+    assert!(
+        pid_after > pid_before,
+        "producer ids resume above {pid_before}, got {pid_after}"
+    );
+    produce_fourth(&mut c, "produce after upgrade");
+    assert!(!b.data_dir().join("sluice-metadata").exists());
+    assert!(b.data_dir().join("sluice-metadata.imported").is_file());
+    assert!(b.data_dir().join("__cluster_metadata-0").is_dir());
+
+    // Imported once: after a kill -9 the quorum's log alone holds it.
+    drop(c);
+    b.kill9();
+    b.launch();
+    let mut c = b.connect();
+    assert_eq!(topic_ids(&mut c), ids_before, "topic ids after kill -9");
+    assert_eq!(held(&mut c).3, before.3, "ACLs after kill -9");
+    assert_eq!(read_all(&mut c, "kept").expect("read kept").len(), 4);
+    assert_eq!(
+        b.log().matches("into the metadata log").count(),
+        1,
+        "{}",
+        b.log()
+    );
 }

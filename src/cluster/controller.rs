@@ -20,7 +20,7 @@ mod client_quotas;
 mod feature_levels;
 mod group_configs;
 mod meta_files;
-mod metadata_file;
+pub mod metadata_file;
 mod scram;
 mod topic_configs;
 
@@ -220,14 +220,15 @@ impl Controller {
             scram: Arc::default(),
             acls: Arc::default(),
         };
-        let (stored, dynamic, features, groups, scram) = if config.cluster.is_some() {
-            (
-                Vec::new(),
-                DynamicConfigs::default(),
-                FeatureLevels::default(),
-                BTreeMap::new(),
-                BTreeMap::new(),
-            )
+        let metadata_file::FileMetadata {
+            topics: stored,
+            dynamic,
+            features,
+            groups,
+            scram,
+            ..
+        } = if config.cluster.is_some() {
+            metadata_file::FileMetadata::default()
         } else {
             ctl.read_metadata_file()?
         };

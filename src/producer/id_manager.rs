@@ -26,13 +26,7 @@ impl ProducerIdManager {
     /// Opens the allocator whose state lives in `dir` (the first log dir).
     pub fn open(dir: &Path) -> Result<ProducerIdManager> {
         let path = dir.join(FILE_NAME);
-        let next = match fs::read_to_string(&path) {
-            Ok(text) => {
-                parse(&text).with_context(|| format!("{} is unreadable", path.display()))?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
+        let next = next_unused(dir)?;
         // Nothing of the block starting at `next` has been handed out yet: the first
         // allocation reserves it.
         Ok(ProducerIdManager {
@@ -55,6 +49,17 @@ impl ProducerIdManager {
         let id = b.next;
         b.next += 1;
         Ok(id)
+    }
+}
+
+/// The id above every id this allocator ever handed out from `dir` (0 when it never ran
+/// there): what a new allocator for the same producers must start at.
+pub fn next_unused(dir: &Path) -> Result<i64> {
+    let path = dir.join(FILE_NAME);
+    match fs::read_to_string(&path) {
+        Ok(text) => parse(&text).with_context(|| format!("{} is unreadable", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 

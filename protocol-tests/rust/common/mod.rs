@@ -65,6 +65,11 @@ impl TestBroker {
         b
     }
 
+    /// The `--override`s of the next [`launch`](Self::launch), in place of the current ones.
+    pub fn set_extra(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }

@@ -25,146 +25,161 @@ use base64::engine::general_purpose::STANDARD as B64;
 
 const METADATA_FILE: &str = "sluice-metadata";
 
+/// Everything `sluice-metadata` holds, as read by [`read`].
+#[derive(Default)]
+pub struct FileMetadata {
+    /// (name, id, partition count, configs) of every topic.
+    pub topics: Vec<(String, Uuid, i32, BTreeMap<String, String>)>,
+    pub dynamic: DynamicConfigs,
+    pub features: FeatureLevels,
+    pub groups: GroupMap,
+    pub scram: CredentialMap,
+    pub quotas: BTreeMap<crate::quota::QuotaEntity, BTreeMap<String, f64>>,
+    pub acls: std::collections::BTreeSet<AclBinding>,
+}
+
+/// The path of `sluice-metadata` in a node's first log dir.
+pub fn path_in(first_log_dir: &std::path::Path) -> PathBuf {
+    first_log_dir.join(METADATA_FILE)
+}
+
+/// Reads `sluice-metadata` at `path` (empty when there is none): lines `topic <TAB> name <TAB>
+/// id <TAB> partitions` followed by `config <TAB> key <TAB> value` lines for that topic, and the
+/// dynamic broker configs as `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines
+/// (those of other node ids are skipped), the feature levels as `feature <TAB> name <TAB> level`
+/// and their change count as `feature-changes <TAB> n`, the group configs as `group-config <TAB>
+/// group <TAB> key <TAB> value` (group and value escaped: [`escape`]), the SCRAM credentials as
+/// `scram-credential <TAB> user <TAB> mechanism <TAB> iterations <TAB> salt <TAB> stored key <TAB>
+/// server key` (user escaped, keys in base64), the client quotas as `client-quota <TAB> entity
+/// <TAB> key <TAB> value` and the ACLs as `acl <TAB> resource type <TAB> name <TAB> pattern type
+/// <TAB> principal <TAB> host <TAB> operation <TAB> permission` (Kafka's names; name, principal
+/// and host escaped).
+pub fn read(path: &std::path::Path, node_id: i32) -> Result<FileMetadata> {
+    let mut m = FileMetadata::default();
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(m),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let FileMetadata {
+        topics: out,
+        dynamic,
+        features,
+        groups,
+        scram,
+        quotas,
+        acls,
+    } = &mut m;
+    for (n, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split('\t').collect();
+        match f.as_slice() {
+            ["topic", name, id, parts] => out.push((
+                name.to_string(),
+                Uuid::parse_str(id)
+                    .with_context(|| format!("{}:{}: bad topic id", path.display(), n + 1))?,
+                parts
+                    .parse()
+                    .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?,
+                BTreeMap::new(),
+            )),
+            ["config", key, value] if !out.is_empty() => {
+                out.last_mut()
+                    .unwrap()
+                    .3
+                    .insert(key.to_string(), value.to_string());
+            }
+            ["broker-config", who, key, value] => {
+                let map = if *who == "default" {
+                    &mut dynamic.cluster_default
+                } else if who.parse::<i32>().ok() == Some(node_id) {
+                    &mut dynamic.this_broker
+                } else {
+                    continue;
+                };
+                map.insert(key.to_string(), value.to_string());
+            }
+            ["feature", name, level] => {
+                let level = level
+                    .parse()
+                    .with_context(|| format!("{}:{}: bad level", path.display(), n + 1))?;
+                features.overrides.insert(name.to_string(), level);
+            }
+            ["feature-changes", count] => {
+                features.changes = count
+                    .parse()
+                    .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?;
+            }
+            ["group-config", group, key, value] => {
+                let bad = || format!("{}:{}: bad escape", path.display(), n + 1);
+                groups
+                    .entry(unescape(group).with_context(bad)?)
+                    .or_default()
+                    .insert(key.to_string(), unescape(value).with_context(bad)?);
+            }
+            [
+                "scram-credential",
+                user,
+                mech,
+                iterations,
+                salt,
+                stored,
+                server,
+            ] => {
+                let bad = || format!("{}:{}: bad SCRAM credential", path.display(), n + 1);
+                let mech = ScramMechanism::from_name(mech).with_context(bad)?;
+                let b64 = |s: &str| B64.decode(s).ok();
+                let credential = ScramCredential {
+                    salt: b64(salt).with_context(bad)?,
+                    stored_key: b64(stored).with_context(bad)?,
+                    server_key: b64(server).with_context(bad)?,
+                    iterations: iterations.parse().ok().with_context(bad)?,
+                };
+                scram.insert((unescape(user).with_context(bad)?, mech), credential);
+            }
+            ["client-quota", entity, key, value] => {
+                let bad = || format!("{}:{}: bad client quota", path.display(), n + 1);
+                let entity = crate::quota::QuotaEntity::from_field(entity).with_context(bad)?;
+                let value: f64 = value.parse().ok().with_context(bad)?;
+                quotas
+                    .entry(entity)
+                    .or_default()
+                    .insert(key.to_string(), value);
+            }
+            ["acl", rt, name, pt, principal, host, op, perm] => {
+                let bad = || format!("{}:{}: bad ACL", path.display(), n + 1);
+                acls.insert(AclBinding {
+                    pattern: ResourcePattern {
+                        resource_type: ResourceType::parse(rt).with_context(bad)?,
+                        name: unescape(name).with_context(bad)?,
+                        pattern_type: PatternType::parse(pt).with_context(bad)?,
+                    },
+                    entry: AccessControlEntry {
+                        principal: unescape(principal).with_context(bad)?,
+                        host: unescape(host).with_context(bad)?,
+                        operation: AclOperation::parse(op).with_context(bad)?,
+                        permission: Permission::parse(perm).with_context(bad)?,
+                    },
+                });
+            }
+            [""] => {}
+            _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
+        }
+    }
+    Ok(m)
+}
+
 impl Controller {
     fn metadata_path(&self) -> PathBuf {
-        self.config.log_dirs[0].join(METADATA_FILE)
+        path_in(&self.config.log_dirs[0])
     }
 
-    /// Reads `sluice-metadata`: lines `topic <TAB> name <TAB> id <TAB> partitions` followed by
-    /// `config <TAB> key <TAB> value` lines for that topic, and the dynamic broker configs as
-    /// `broker-config <TAB> default|<node id> <TAB> key <TAB> value` lines, the feature levels
-    /// as `feature <TAB> name <TAB> level` and their change count as `feature-changes <TAB> n`,
-    /// the group configs as `group-config <TAB> group <TAB> key <TAB> value` (group and value
-    /// escaped: [`escape`]), the SCRAM credentials as `scram-credential <TAB> user <TAB>
-    /// mechanism <TAB> iterations <TAB> salt <TAB> stored key <TAB> server key` (user escaped,
-    /// keys in base64), the client quotas as `client-quota <TAB> entity <TAB> key <TAB> value`
-    /// and the ACLs as `acl <TAB> resource type <TAB> name <TAB> pattern type <TAB> principal
-    /// <TAB> host <TAB> operation <TAB> permission` (Kafka's names; name, principal and host
-    /// escaped).
-    #[allow(clippy::type_complexity)]
-    pub(super) fn read_metadata_file(
-        &self,
-    ) -> Result<(
-        Vec<(String, Uuid, i32, BTreeMap<String, String>)>,
-        DynamicConfigs,
-        FeatureLevels,
-        GroupMap,
-        CredentialMap,
-    )> {
-        let path = self.metadata_path();
-        let mut dynamic = DynamicConfigs::default();
-        let mut features = FeatureLevels::default();
-        let mut groups = GroupMap::new();
-        let mut quotas: BTreeMap<crate::quota::QuotaEntity, BTreeMap<String, f64>> =
-            BTreeMap::new();
-        let mut scram = CredentialMap::new();
-        let mut acls = std::collections::BTreeSet::new();
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((Vec::new(), dynamic, features, groups, scram));
-            }
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
-        let mut out: Vec<(String, Uuid, i32, BTreeMap<String, String>)> = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let f: Vec<&str> = line.split('\t').collect();
-            match f.as_slice() {
-                ["topic", name, id, parts] => out.push((
-                    name.to_string(),
-                    Uuid::parse_str(id)
-                        .with_context(|| format!("{}:{}: bad topic id", path.display(), n + 1))?,
-                    parts
-                        .parse()
-                        .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?,
-                    BTreeMap::new(),
-                )),
-                ["config", key, value] if !out.is_empty() => {
-                    out.last_mut()
-                        .unwrap()
-                        .3
-                        .insert(key.to_string(), value.to_string());
-                }
-                ["broker-config", who, key, value] => {
-                    let map = if *who == "default" {
-                        &mut dynamic.cluster_default
-                    } else if who.parse::<i32>().ok() == Some(self.config.node_id) {
-                        &mut dynamic.this_broker
-                    } else {
-                        continue;
-                    };
-                    map.insert(key.to_string(), value.to_string());
-                }
-                ["feature", name, level] => {
-                    let level = level
-                        .parse()
-                        .with_context(|| format!("{}:{}: bad level", path.display(), n + 1))?;
-                    features.overrides.insert(name.to_string(), level);
-                }
-                ["feature-changes", count] => {
-                    features.changes = count
-                        .parse()
-                        .with_context(|| format!("{}:{}: bad count", path.display(), n + 1))?;
-                }
-                ["group-config", group, key, value] => {
-                    let bad = || format!("{}:{}: bad escape", path.display(), n + 1);
-                    groups
-                        .entry(unescape(group).with_context(bad)?)
-                        .or_default()
-                        .insert(key.to_string(), unescape(value).with_context(bad)?);
-                }
-                [
-                    "scram-credential",
-                    user,
-                    mech,
-                    iterations,
-                    salt,
-                    stored,
-                    server,
-                ] => {
-                    let bad = || format!("{}:{}: bad SCRAM credential", path.display(), n + 1);
-                    let mech = ScramMechanism::from_name(mech).with_context(bad)?;
-                    let b64 = |s: &str| B64.decode(s).ok();
-                    let credential = ScramCredential {
-                        salt: b64(salt).with_context(bad)?,
-                        stored_key: b64(stored).with_context(bad)?,
-                        server_key: b64(server).with_context(bad)?,
-                        iterations: iterations.parse().ok().with_context(bad)?,
-                    };
-                    scram.insert((unescape(user).with_context(bad)?, mech), credential);
-                }
-                ["client-quota", entity, key, value] => {
-                    let bad = || format!("{}:{}: bad client quota", path.display(), n + 1);
-                    let entity = crate::quota::QuotaEntity::from_field(entity).with_context(bad)?;
-                    let value: f64 = value.parse().ok().with_context(bad)?;
-                    quotas
-                        .entry(entity)
-                        .or_default()
-                        .insert(key.to_string(), value);
-                }
-                ["acl", rt, name, pt, principal, host, op, perm] => {
-                    let bad = || format!("{}:{}: bad ACL", path.display(), n + 1);
-                    acls.insert(AclBinding {
-                        pattern: ResourcePattern {
-                            resource_type: ResourceType::parse(rt).with_context(bad)?,
-                            name: unescape(name).with_context(bad)?,
-                            pattern_type: PatternType::parse(pt).with_context(bad)?,
-                        },
-                        entry: AccessControlEntry {
-                            principal: unescape(principal).with_context(bad)?,
-                            host: unescape(host).with_context(bad)?,
-                            operation: AclOperation::parse(op).with_context(bad)?,
-                            permission: Permission::parse(perm).with_context(bad)?,
-                        },
-                    });
-                }
-                [""] => {}
-                _ => bail!("{}:{}: unreadable line", path.display(), n + 1),
-            }
-        }
-        self.client_quotas.replace_all(quotas);
-        self.acls.replace_all(acls);
-        Ok((out, dynamic, features, groups, scram))
+    /// Reads `sluice-metadata` ([`read`]); the quotas and ACLs go straight to their owners.
+    pub(super) fn read_metadata_file(&self) -> Result<FileMetadata> {
+        let mut m = read(&self.metadata_path(), self.config.node_id)?;
+        self.client_quotas
+            .replace_all(std::mem::take(&mut m.quotas));
+        self.acls.replace_all(std::mem::take(&mut m.acls));
+        Ok(m)
     }
 
     pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {

@@ -14,6 +14,7 @@
 //! changes their roles, and the replica fetchers (`cluster::fetcher`) drive the followers.
 
 pub mod admin;
+pub mod import;
 mod lifecycle;
 pub mod metadata_log;
 pub mod replicas;
@@ -158,6 +159,48 @@ fn resolve(addr: &str) -> Result<SocketAddr> {
         .with_context(|| format!("cannot resolve {addr}"))?
         .next()
         .with_context(|| format!("{addr} resolves to no address"))
+}
+
+/// A one-voter node whose first log dir holds a single node's `sluice-metadata` carries it
+/// into the metadata log (see [`import`]) before the broker opens its logs, then renames the
+/// file. `next_producer_id` is above every producer id the single node handed out. Waits (up
+/// to a minute) for this node to lead its quorum.
+pub async fn import_single_node_metadata(
+    q: &QuorumHandle,
+    config: &BrokerConfig,
+    next_pid: i64,
+) -> Result<()> {
+    let dir = &config.log_dirs[0];
+    let Some(path) = import::pending(dir) else {
+        return Ok(());
+    };
+    let m = import::read(dir, config.node_id)?;
+    let records = import::records(&m, config.node_id, next_pid);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let imported = loop {
+        match q.service.import(records.clone()).await {
+            Ok(imported) => break imported,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!("importing {}: {e}", path.display());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => anyhow::bail!("cannot import {}: {e}", path.display()),
+        }
+    };
+    if imported {
+        info!(
+            topics = m.topics.len(),
+            records = records.len(),
+            "imported {} into the metadata log",
+            path.display()
+        );
+    } else {
+        info!(
+            "the metadata log already holds topics: {} was imported before",
+            path.display()
+        );
+    }
+    import::done(dir)
 }
 
 /// Waits until the quorum has a cluster id (formed here, or learned from a peer), logging

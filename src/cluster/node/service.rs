@@ -91,6 +91,19 @@ impl Service {
         Ok(answer)
     }
 
+    /// Commits `records` as the log's first metadata, if the log holds no topic yet (an
+    /// import that already happened, before a crash, is not repeated). True when committed.
+    pub(super) async fn import(&self, records: Vec<MetadataRecord>) -> Result<bool, ServiceError> {
+        self.decide(|_, img, _| {
+            if img.topics.is_empty() {
+                (records, true)
+            } else {
+                (Vec::new(), false)
+            }
+        })
+        .await
+    }
+
     async fn serve(&self, req: ControllerRequest) -> Result<ControllerReply, ServiceError> {
         Ok(match req {
             ControllerRequest::Register {
@@ -521,23 +534,23 @@ fn acl_create_records(
 ) -> (Vec<MetadataRecord>, Vec<Result<(), AclError>>) {
     let existing: BTreeSet<AclBinding> = img.acls.values().cloned().collect();
     let (added, results) = acl_changes::plan_create(&existing, creations);
-    let records = added
-        .iter()
-        .map(|b| {
-            let (rt, name, pt, principal, host, op, perm) = acl_changes::binding_to_wire(b);
-            MetadataRecord::AccessControlEntry {
-                id: uuid::Uuid::new_v4(),
-                resource_type: rt,
-                resource_name: name,
-                pattern_type: pt,
-                principal,
-                host,
-                operation: op,
-                permission_type: perm,
-            }
-        })
-        .collect();
+    let records = added.iter().map(acl_record).collect();
     (records, results)
+}
+
+/// The record adding the ACL `b`, under a new id.
+pub(super) fn acl_record(b: &AclBinding) -> MetadataRecord {
+    let (rt, name, pt, principal, host, op, perm) = acl_changes::binding_to_wire(b);
+    MetadataRecord::AccessControlEntry {
+        id: uuid::Uuid::new_v4(),
+        resource_type: rt,
+        resource_name: name,
+        pattern_type: pt,
+        principal,
+        host,
+        operation: op,
+        permission_type: perm,
+    }
 }
 
 /// Kafka's AclControlManager.deleteAcls on the image: a RemoveAccessControlEntry record per
