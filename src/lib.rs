@@ -22,8 +22,10 @@ pub mod metrics;
 pub mod net;
 pub mod producer;
 pub mod quota;
+pub mod run;
 pub mod security;
 pub mod share;
+pub mod testing;
 pub mod txn;
 
 #[global_allocator]

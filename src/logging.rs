@@ -39,8 +39,10 @@ pub const LOGGERS: &[&str] = &[
     "sluice::net",
     "sluice::producer",
     "sluice::quota",
+    "sluice::run",
     "sluice::security",
     "sluice::share",
+    "sluice::testing",
     "sluice::txn",
 ];
 

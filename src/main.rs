@@ -11,16 +11,12 @@
 //! `info,sluice::group=debug`), else `info`; when both are set, `SLUICE_LOG` wins.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tracing::{error, info};
 
-use sluice::broker::Broker;
-use sluice::cluster::node;
 use sluice::config::BrokerConfig;
-use sluice::net::server;
 
 #[derive(Parser, Debug)]
 #[command(name = "sluice", version, about = "A Kafka-compatible message broker")]
@@ -189,229 +185,32 @@ fn open_segments_limit(configured: usize) -> usize {
     }
 }
 
-/// When opening the logs ran out of file descriptors: how many the log dirs need against
-/// the limit, and how to raise it (empty for any other error).
-fn fd_limit_hint(e: &anyhow::Error, log_dirs: &[std::path::PathBuf]) -> String {
-    use nix::sys::resource::{Resource, getrlimit};
-    let emfile = e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.raw_os_error() == Some(nix::libc::EMFILE))
-            || c.downcast_ref::<nix::Error>() == Some(&nix::Error::EMFILE)
-    });
-    if !emfile {
-        return String::new();
-    }
-    let segments = sluice::log::count_segments(log_dirs);
-    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft);
-    let open = sluice::log::open_files::limit().min(segments);
-    format!(
-        ". The log dirs hold {segments} segments, of which the broker keeps up to {open} open \
-         (sluice.log.open.segments.max), but the open-file limit (RLIMIT_NOFILE) is {limit}: \
-         raise it to at least {} (`ulimit -n`, or LimitNOFILE= in a systemd unit), as Kafka's \
-         documentation advises for brokers with many partitions, or lower \
-         sluice.log.open.segments.max",
-        open + 1024
-    )
-}
-
 fn fail(msg: &str) -> ! {
     eprintln!("sluice: {msg}");
     std::process::exit(1);
 }
 
 async fn run(config: BrokerConfig) -> i32 {
-    // SIGTERM and SIGINT are caught from the start: one that arrives while the broker starts
+    // SIGTERM and SIGINT are caught from the start: one that arrives while the node starts
     // is answered by a clean shutdown once it has started.
     let mut signals = Signals::install();
-    // Keys and certificates are read before anything else: a bad one stops start-up at once.
-    let tls = match server::tls_for(&config) {
-        Ok(t) => t,
+    let node = match sluice::run::start(config).await {
+        Ok(n) => n,
         Err(e) => fail(&format!("{e:#}")),
     };
-    // Bind first: a port in use is reported before any data is touched.
-    let listeners = match server::bind_all(&config.listeners).await {
-        Ok(l) => l,
-        Err(e) => fail(&format!("{e:#}")),
-    };
-    let http = sluice::http::HttpState::default();
-    let http_addr = match &config.http_listener {
-        Some(l) => match sluice::http::bind(l).await {
-            Ok(sock) => {
-                let addr = sock.local_addr().ok();
-                tokio::spawn(sluice::http::serve(sock, http.clone()));
-                addr
-            }
-            Err(e) => fail(&format!("{e:#}")),
-        },
-        None => None,
-    };
-    // A cluster node starts its quorum first: the cluster id it agrees on goes into the log
-    // dirs' meta.properties.
-    let quorum = match &config.cluster {
-        None => None,
-        Some(_) => {
-            let stored = match sluice::cluster::controller::stored_cluster_id(&config) {
-                Ok(s) => s,
-                Err(e) => fail(&format!("{e:#}")),
-            };
-            match node::start_quorum(&config, stored).await {
-                Ok(q) => Some(q),
-                Err(e) => fail(&format!("{e:#}")),
-            }
-        }
-    };
-    let cluster_id = match &quorum {
-        Some(q) => Some(node::wait_for_cluster_id(q).await),
-        None => None,
-    };
-    let one_voter = config.cluster.as_ref().is_some_and(|cc| cc.one_voter);
-    if let Some(q) = quorum.as_ref().filter(|_| one_voter) {
-        // A single node's metadata file, if the dir has one, goes into the quorum's log with
-        // the producer ids it handed out.
-        let imported = async {
-            let next_pid = sluice::producer::id_manager::next_unused(&config.log_dirs[0])?;
-            node::import_single_node_metadata(q, &config, next_pid).await
-        };
-        if let Err(e) = imported.await {
-            fail(&format!("{e:#}"));
-        }
-    }
-    if config.cluster.as_ref().is_some_and(|cc| !cc.roles.broker) {
-        let q = quorum.expect("a cluster node has a quorum");
-        let id = cluster_id.expect("the quorum agreed on a cluster id");
-        return run_controller_only(&config, q, id, &mut signals, &http.serving).await;
-    }
-    let log_dirs = config.log_dirs.clone();
-    let broker = match Broker::open(config, cluster_id.as_deref()) {
-        Ok(b) => b,
-        Err(e) => fail(&format!("{e:#}{}", fd_limit_hint(&e, &log_dirs))),
-    };
-    if let Some(q) = quorum {
-        let _ = broker.cluster.set(node::ClusterNode::start(q, &broker));
-    }
-    let bound: Vec<String> = broker
-        .config
-        .listeners
-        .iter()
-        .zip(&listeners)
-        .map(|(l, sock)| match sock.local_addr() {
-            Ok(a) => format!("{}://{a}", l.name),
-            Err(_) => l.to_string(),
-        })
-        .collect();
-    broker.spawn_background();
-    let mut tasks = Vec::new();
-    let _ = http.broker.set(broker.clone());
-    {
-        // Ready once the listeners accept: in a cluster, after catching up (as they wait).
-        let (broker, serving) = (broker.clone(), http.serving.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Some(node) = broker.cluster.get() {
-                node.caught_up().await;
-            }
-            serving.store(true, Ordering::Release);
-        }));
-    }
-    for ((l, conf), tls) in listeners.into_iter().zip(&broker.config.listeners).zip(tls) {
-        let broker = broker.clone();
-        let name: std::sync::Arc<str> = std::sync::Arc::from(conf.name.as_str());
-        tasks.push(tokio::spawn(async move {
-            // A cluster node serves once it has caught up with the metadata log.
-            if let Some(node) = broker.cluster.get() {
-                node.caught_up().await;
-            }
-            server::accept_loop(l, sluice::api::frontend(&broker), name, tls).await
-        }));
-    }
-    let advertised: Vec<String> = broker.advertised.iter().map(|l| l.to_string()).collect();
-    let dirs: Vec<String> = broker
-        .config
-        .log_dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect();
-    let http_line = http_addr.map_or_else(String::new, |a| format!(", http server http://{a}"));
-    info!(
-        "sluice {} started: node id {}, cluster id {}, data dirs {}, listeners {}, advertised listeners {}{http_line}",
-        env!("CARGO_PKG_VERSION"),
-        broker.node_id(),
-        broker.controller.cluster_id,
-        dirs.join(","),
-        bound.join(","),
-        advertised.join(","),
-    );
     let signal = signals.recv().await;
     info!("shutting down");
-    if let Some(c) = broker.cluster() {
-        // SIGTERM moves this broker's leaderships away first (controlled shutdown).
-        if signal == "SIGTERM" && c.config.controlled_shutdown {
-            c.controlled_shutdown(Duration::from_millis(
-                c.config.session_timeout_ms.max(1000) as u64 * 2,
-            ))
-            .await;
-        }
-    }
-    for t in &tasks {
-        t.abort();
-    }
-    broker.share.persist().await;
-    if let Some(c) = broker.cluster() {
-        c.stop().await;
-    }
-    let b = broker.clone();
-    match tokio::task::spawn_blocking(move || {
-        b.cleaner.stop();
-        b.controller.shutdown()
-    })
-    .await
-    {
-        Ok(Ok(())) => {
+    // SIGTERM moves a cluster broker's leaderships away first (controlled shutdown).
+    match node.stop(signal == "SIGTERM").await {
+        Ok(()) => {
             info!("shut down cleanly");
             0
         }
-        Ok(Err(e)) => {
-            error!("shutdown: {e:#}");
-            1
-        }
         Err(e) => {
-            error!("shutdown: {e}");
+            error!("{e:#}");
             1
         }
     }
-}
-
-/// `process.roles=controller`: the metadata quorum and the active controller, no broker.
-async fn run_controller_only(
-    config: &BrokerConfig,
-    q: node::QuorumHandle,
-    cluster_id: String,
-    signals: &mut Signals,
-    serving: &AtomicBool,
-) -> i32 {
-    let _locks = match sluice::cluster::controller::claim_controller_dirs(config, &cluster_id) {
-        Ok(l) => l,
-        Err(e) => fail(&format!("{e:#}")),
-    };
-    let cc = config.cluster.as_ref().expect("cluster mode");
-    let listener = cc
-        .controller_listener
-        .as_ref()
-        .map_or(String::new(), |l| l.to_string());
-    info!(
-        "sluice {} started as a controller: node id {}, cluster id {cluster_id}, metadata log {}, listener {listener}",
-        env!("CARGO_PKG_VERSION"),
-        config.node_id,
-        cc.metadata_log_dir.display(),
-    );
-    let stop = tokio_util::sync::CancellationToken::new();
-    let run = tokio::spawn(node::run_controller_only(q, cc.clone(), stop.clone()));
-    serving.store(true, Ordering::Release);
-    signals.recv().await;
-    info!("shutting down");
-    stop.cancel();
-    let _ = run.await;
-    info!("shut down cleanly");
-    0
 }
 
 /// The shutdown signals, caught from the moment they are installed.

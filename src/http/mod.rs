@@ -26,7 +26,7 @@ pub mod console;
 use crate::broker::Broker;
 use crate::config::HttpListener;
 
-/// What the handlers read; `main` is the only writer of both.
+/// What the handlers read; `run` is the only writer of both.
 #[derive(Clone, Default)]
 pub struct HttpState {
     /// Set once the broker is open (never on a controller-only node).
