@@ -1,14 +1,17 @@
 //! The broker: configuration plus the owners of all state (the controller owns topics and
 //! partitions; each partition owns its log). Handlers get an `Arc<Broker>`.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use anyhow::Result;
+use kafka_protocol::ResponseError as E;
+use tracing::info;
 
 use crate::clock::now_ms;
-use crate::cluster::Controller;
+use crate::cluster::internal_topic::{EnsureFuture, InternalTopic, InternalTopics};
 use crate::cluster::node::ClusterNode;
+use crate::cluster::{Controller, TopicError, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
 use crate::producer::ProducerIdManager;
@@ -27,6 +30,8 @@ pub struct Broker {
     /// Share groups and share partitions (their in-flight records); they persist through
     /// `share_states`.
     pub share: Arc<crate::share::Coordinator>,
+    /// The coordinators' internal topics (found, or created on first use).
+    pub internal_topics: Arc<dyn InternalTopics>,
     /// The share coordinator: share-partition states in `__share_group_state`.
     pub share_states: Arc<crate::share::state::ShareStates>,
     /// Connections to the other brokers for the transaction coordinator's requests.
@@ -86,13 +91,17 @@ impl Broker {
             },
         );
         let fetch_session_slots = config.max_incremental_fetch_session_cache_slots;
+        let offsets_topic = store::OffsetsTopic::from_broker(&config);
         let broker = Arc::new_cyclic(|me| {
-            let log = Arc::new(store::TopicLog::new(me.clone()));
+            let internal_topics: Arc<dyn InternalTopics> = Arc::new(BrokerTopics(me.clone()));
+            let log = Arc::new(store::TopicLog::new(internal_topics.clone(), offsets_topic));
             let share_states = Arc::new(crate::share::state::ShareStates::new(
                 share_state_config,
-                me.clone(),
+                internal_topics.clone(),
                 clustered,
             ));
+            let share = crate::share::Coordinator::open(share_config, Some(share_states.clone()));
+            share_states.rebuilds(&share);
             Broker {
                 config,
                 controller,
@@ -103,8 +112,9 @@ impl Broker {
                 } else {
                     Coordinator::new(group_config, log)
                 },
-                txns: crate::txn::for_broker(txn_config, me.clone()),
-                share: crate::share::Coordinator::open(share_config, Some(share_states.clone())),
+                txns: crate::txn::for_broker(txn_config, internal_topics.clone(), me.clone()),
+                share,
+                internal_topics,
                 share_states,
                 peers: Default::default(),
                 inter_broker,
@@ -249,5 +259,57 @@ impl Broker {
                 let _ = tokio::task::spawn_blocking(move || job(&b2)).await;
             }
         });
+    }
+}
+
+/// The coordinators' internal topics on this broker: the controller's topics, created by the
+/// controller on one node and through the active controller in a cluster.
+struct BrokerTopics(Weak<Broker>);
+
+impl InternalTopics for BrokerTopics {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        self.0.upgrade()?.controller.topic(name)
+    }
+
+    fn ensure<'a>(&'a self, t: InternalTopic<'a>) -> EnsureFuture<'a> {
+        Box::pin(async move {
+            let b = self.0.upgrade().ok_or(E::CoordinatorNotAvailable.code())?;
+            if let Some(topic) = b.controller.topic(t.name) {
+                return Ok(topic);
+            }
+            let created = match b.cluster() {
+                Some(c) => {
+                    let create = crate::cluster::control::active::CreateTopic {
+                        name: t.name.to_string(),
+                        num_partitions: t.num_partitions,
+                        replication_factor: t.replication_factor,
+                        assignments: None,
+                        configs: t.configs,
+                    };
+                    c.create_topics(vec![create], false)
+                        .await
+                        .pop()
+                        .unwrap_or(Err(TopicError::UnknownTopic))
+                        .map(|_| ())
+                }
+                None => b
+                    .controller
+                    .create_topic(crate::cluster::controller::NewTopic {
+                        name: t.name.to_string(),
+                        num_partitions: t.num_partitions,
+                        replication_factor: 1,
+                        configs: t.configs,
+                    })
+                    .await
+                    .map(|_| ()),
+            };
+            match created {
+                Ok(()) | Err(TopicError::AlreadyExists(_)) => {}
+                Err(e) => info!("cannot create {} yet: {e:?}", t.name),
+            }
+            b.controller
+                .topic(t.name)
+                .ok_or(E::CoordinatorNotAvailable.code())
+        })
     }
 }

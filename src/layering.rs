@@ -12,28 +12,12 @@ const LOWER: &[&str] = &["net", "group", "txn", "share", "producer", "cluster", 
 /// Files that still import `crate::api` or `crate::broker`, and why.
 const DEBT: &[(&str, &str)] = &[
     (
-        "cluster/fetcher/fake_leader.rs",
-        "api::errors::partition_error_code (the error mapping still lives in api)",
-    ),
-    (
-        "cluster/internal_topic.rs",
-        "creates internal topics through the Broker",
-    ),
-    (
         "cluster/log_cleaner.rs",
         "a Weak<Broker> for the replicas and configs each pass",
     ),
     (
         "cluster/node/mod.rs",
         "a Weak<Broker> to apply the metadata image",
-    ),
-    (
-        "group/store.rs",
-        "a Weak<Broker> to append to __consumer_offsets",
-    ),
-    (
-        "share/state/mod.rs",
-        "a Weak<Broker> to read and write __share_group_state",
     ),
     (
         "txn/markers.rs",
@@ -43,10 +27,6 @@ const DEBT: &[(&str, &str)] = &[
     (
         "txn/peers.rs",
         "the Broker's inter-broker client and metadata",
-    ),
-    (
-        "txn/store.rs",
-        "a Weak<Broker> to append to __transaction_state",
     ),
     (
         "txn/verify.rs",

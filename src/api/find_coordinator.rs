@@ -76,8 +76,13 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
     };
     let ready = match key_type {
         TRANSACTION => crate::txn::ensure_ready(b).await,
-        SHARE => b.share_states.ensure_topic(b).await.map(|_| ()),
-        _ if b.cluster().is_some() => crate::group::store::offsets_topic(b).await.map(|_| ()),
+        SHARE => b.share_states.ensure_topic().await.map(|_| ()),
+        _ if b.cluster().is_some() => {
+            let cfg = crate::group::store::OffsetsTopic::from_broker(&b.config);
+            crate::group::store::offsets_topic(&*b.internal_topics, &cfg)
+                .await
+                .map(|_| ())
+        }
         _ => Ok(()),
     };
     if let Err(code) = ready {

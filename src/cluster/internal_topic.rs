@@ -1,17 +1,16 @@
-//! Creating an internal topic on first use (`__transaction_state`, `__share_group_state`), as
-//! Kafka's coordinators do: on one node by the controller, in a cluster through the active
-//! controller (COORDINATOR_NOT_AVAILABLE until enough brokers are up for its replication
-//! factor).
+//! The internal topics the coordinators keep their state in (`__consumer_offsets`,
+//! `__transaction_state`, `__share_group_state`), seen through [`InternalTopics`]: find one,
+//! or create it on first use as Kafka's coordinators do (on one node by the controller, in a
+//! cluster through the active controller: COORDINATOR_NOT_AVAILABLE until enough brokers are
+//! up for its replication factor). The coordinators append to and replay the partitions it
+//! hands them themselves; the broker implements it (`broker::BrokerTopics`).
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use kafka_protocol::ResponseError as E;
-use tracing::info;
-
-use crate::broker::Broker;
-use crate::cluster::controller::NewTopic;
-use crate::cluster::{TopicError, TopicInfo};
+use crate::cluster::TopicInfo;
 
 /// What an internal topic is created with.
 pub struct InternalTopic<'a> {
@@ -30,42 +29,14 @@ pub fn configs(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The topic, created if it does not exist yet.
-pub async fn ensure(b: &Broker, t: InternalTopic<'_>) -> Result<Arc<TopicInfo>, i16> {
-    if let Some(topic) = b.controller.topic(t.name) {
-        return Ok(topic);
-    }
-    let created = match b.cluster() {
-        Some(c) => {
-            let create = crate::cluster::control::active::CreateTopic {
-                name: t.name.to_string(),
-                num_partitions: t.num_partitions,
-                replication_factor: t.replication_factor,
-                assignments: None,
-                configs: t.configs,
-            };
-            c.create_topics(vec![create], false)
-                .await
-                .pop()
-                .unwrap_or(Err(TopicError::UnknownTopic))
-                .map(|_| ())
-        }
-        None => b
-            .controller
-            .create_topic(NewTopic {
-                name: t.name.to_string(),
-                num_partitions: t.num_partitions,
-                replication_factor: 1,
-                configs: t.configs,
-            })
-            .await
-            .map(|_| ()),
-    };
-    match created {
-        Ok(()) | Err(TopicError::AlreadyExists(_)) => {}
-        Err(e) => info!("cannot create {} yet: {e:?}", t.name),
-    }
-    b.controller
-        .topic(t.name)
-        .ok_or(E::CoordinatorNotAvailable.code())
+pub type EnsureFuture<'a> = Pin<Box<dyn Future<Output = Result<Arc<TopicInfo>, i16>> + Send + 'a>>;
+
+/// The internal topics of this broker, as a coordinator needs them.
+pub trait InternalTopics: Send + Sync {
+    /// The topic `name` if it exists (this broker's replicas of its partitions).
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
+
+    /// The topic, created if it does not exist yet; else the Kafka error code to answer
+    /// with (COORDINATOR_NOT_AVAILABLE).
+    fn ensure<'a>(&'a self, t: InternalTopic<'a>) -> EnsureFuture<'a>;
 }

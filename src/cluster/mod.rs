@@ -11,6 +11,7 @@
 pub mod checkpoints;
 pub mod control;
 pub mod controller;
+pub mod errors;
 pub mod features;
 pub mod fetcher;
 pub mod internal_topic;

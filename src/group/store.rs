@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -20,11 +20,11 @@ use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::records;
-use crate::broker::Broker;
 use crate::clock::now_ms;
-use crate::cluster::controller::NewTopic;
+use crate::cluster::internal_topic::{self, InternalTopic, InternalTopics};
 use crate::cluster::replication::AckStatus;
-use crate::cluster::{PartitionError, TopicError, TopicInfo};
+use crate::cluster::{PartitionError, TopicInfo};
+use crate::config::BrokerConfig;
 use crate::producer::ProducerError;
 
 pub const TOPIC: &str = "__consumer_offsets";
@@ -70,9 +70,42 @@ pub trait OffsetsLog: Send + Sync {
     ) -> AppendFuture<'a>;
 }
 
+/// How `__consumer_offsets` is created and written.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetsTopic {
+    /// `offsets.topic.num.partitions`.
+    pub num_partitions: i32,
+    /// `offsets.topic.replication.factor` (in a cluster).
+    pub replication_factor: i16,
+    /// `offsets.topic.segment.bytes`.
+    pub segment_bytes: i32,
+    /// `offsets.commit.timeout.ms`: how long a write in a cluster waits to be committed.
+    pub commit_timeout_ms: u64,
+}
+
+impl OffsetsTopic {
+    pub fn from_broker(c: &BrokerConfig) -> OffsetsTopic {
+        OffsetsTopic {
+            num_partitions: c.offsets_topic_num_partitions,
+            replication_factor: c
+                .cluster
+                .as_ref()
+                .map_or(1, |cc| cc.offsets_topic_replication_factor),
+            segment_bytes: c
+                .raw
+                .get("offsets.topic.segment.bytes")
+                .and_then(|v| v.trim().parse::<i32>().ok())
+                .filter(|v| *v >= 1)
+                .unwrap_or(104_857_600),
+            commit_timeout_ms: c.offsets_commit_timeout_ms,
+        }
+    }
+}
+
 /// The broker's `__consumer_offsets`.
 pub struct TopicLog {
-    broker: Weak<Broker>,
+    topics: Arc<dyn InternalTopics>,
+    cfg: OffsetsTopic,
     /// The partition count groups are spread over, fixed at first use: partitions added to the
     /// topic later (CreatePartitions) do not move a group until the broker restarts, as in
     /// Kafka, whose coordinator reads the count once at start-up.
@@ -80,76 +113,35 @@ pub struct TopicLog {
 }
 
 impl TopicLog {
-    pub fn new(broker: Weak<Broker>) -> TopicLog {
+    pub fn new(topics: Arc<dyn InternalTopics>, cfg: OffsetsTopic) -> TopicLog {
         TopicLog {
-            broker,
+            topics,
+            cfg,
             spread: std::sync::OnceLock::new(),
         }
-    }
-
-    async fn topic(&self, b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
-        offsets_topic(b).await
     }
 }
 
 /// `__consumer_offsets`, created on first use: compacted, `offsets.topic.segment.bytes`
-/// segments, `offsets.topic.num.partitions` partitions, and in a cluster `offsets.topic.replication.factor` replicas (until that many
-/// brokers are up, COORDINATOR_NOT_AVAILABLE, as Kafka).
-pub async fn offsets_topic(b: &Broker) -> Result<std::sync::Arc<TopicInfo>, i16> {
-    {
-        if let Some(t) = b.controller.topic(TOPIC) {
-            return Ok(t);
-        }
-        let mut configs = std::collections::BTreeMap::new();
-        configs.insert("cleanup.policy".to_string(), "compact".to_string());
-        let segment_bytes = b
-            .config
-            .raw
-            .get("offsets.topic.segment.bytes")
-            .and_then(|v| v.trim().parse::<i32>().ok())
-            .filter(|v| *v >= 1)
-            .unwrap_or(104_857_600);
-        configs.insert("segment.bytes".to_string(), segment_bytes.to_string());
-        if let (Some(c), Some(cc)) = (b.cluster(), b.config.cluster.as_ref()) {
-            let t = crate::cluster::control::active::CreateTopic {
-                name: TOPIC.to_string(),
-                num_partitions: b.config.offsets_topic_num_partitions,
-                replication_factor: cc.offsets_topic_replication_factor,
-                assignments: None,
-                configs,
-            };
-            return match c.create_topics(vec![t], false).await.pop() {
-                Some(Ok(_)) | Some(Err(TopicError::AlreadyExists(_))) => b
-                    .controller
-                    .topic(TOPIC)
-                    .ok_or(ResponseError::CoordinatorNotAvailable.code()),
-                other => {
-                    info!("cannot create {TOPIC} yet: {other:?}");
-                    Err(ResponseError::CoordinatorNotAvailable.code())
-                }
-            };
-        }
-        let created = b
-            .controller
-            .create_topic(NewTopic {
-                name: TOPIC.to_string(),
-                num_partitions: b.config.offsets_topic_num_partitions,
-                replication_factor: 1,
-                configs,
-            })
-            .await;
-        match created {
-            Ok(t) => Ok(t),
-            Err(TopicError::AlreadyExists(_)) => b
-                .controller
-                .topic(TOPIC)
-                .ok_or(ResponseError::CoordinatorNotAvailable.code()),
-            Err(e) => {
-                warn!("cannot create {TOPIC}: {e:?}");
-                Err(ResponseError::CoordinatorNotAvailable.code())
-            }
-        }
-    }
+/// segments, `offsets.topic.num.partitions` partitions, and in a cluster
+/// `offsets.topic.replication.factor` replicas (until that many brokers are up,
+/// COORDINATOR_NOT_AVAILABLE, as Kafka).
+pub async fn offsets_topic(
+    topics: &dyn InternalTopics,
+    cfg: &OffsetsTopic,
+) -> Result<Arc<TopicInfo>, i16> {
+    let configs = internal_topic::configs(&[
+        ("cleanup.policy", "compact".to_string()),
+        ("segment.bytes", cfg.segment_bytes.to_string()),
+    ]);
+    topics
+        .ensure(InternalTopic {
+            name: TOPIC,
+            num_partitions: cfg.num_partitions,
+            replication_factor: cfg.replication_factor,
+            configs,
+        })
+        .await
 }
 
 /// Encodes `records` as one uncompressed v2 batch: without a producer (base sequence -1), or
@@ -205,18 +197,15 @@ impl OffsetsLog for TopicLog {
         records: Records,
     ) -> AppendFuture<'a> {
         Box::pin(async move {
-            let Some(b) = self.broker.upgrade() else {
-                return Err(ResponseError::CoordinatorNotAvailable.code());
-            };
             let mut buf = encode_batch(&records, now_ms(), txn).map_err(|e| {
                 warn!("cannot encode {TOPIC} records: {e:#}");
                 ResponseError::UnknownServerError.code()
             })?;
             if let Some(at) = at {
-                let timeout = Duration::from_millis(b.config.offsets_commit_timeout_ms);
-                return append_committed(&b, TOPIC, group, at, &mut buf, timeout).await;
+                let timeout = Duration::from_millis(self.cfg.commit_timeout_ms);
+                return append_committed(&*self.topics, TOPIC, group, at, &mut buf, timeout).await;
             }
-            let topic = self.topic(&b).await?;
+            let topic = offsets_topic(&*self.topics, &self.cfg).await?;
             let len = topic.partition_count as i32;
             let n = (*self.spread.get_or_init(|| len)).min(len);
             let partition = records::partition_for(group, n);
@@ -267,7 +256,7 @@ pub(crate) fn refused(topic: &str, group: &str, partition: i32, e: PartitionErro
 /// the group is someone else's (NOT_COORDINATOR). Too few in-sync replicas, or the timeout:
 /// COORDINATOR_NOT_AVAILABLE (the client retries), as Kafka maps them.
 pub(crate) async fn append_committed(
-    b: &Broker,
+    topics: &dyn InternalTopics,
     topic: &str,
     group: &str,
     at: Leader,
@@ -276,8 +265,7 @@ pub(crate) async fn append_committed(
 ) -> Result<Appended, i16> {
     let not_coordinator = ResponseError::NotCoordinator.code();
     let unavailable = ResponseError::CoordinatorNotAvailable.code();
-    let p = b
-        .controller
+    let p = topics
         .topic(topic)
         .and_then(|t| t.partition(at.partition).cloned())
         .ok_or(not_coordinator)?;

@@ -261,7 +261,7 @@ pub async fn write_local(
     };
     let appended = match p.append_marker_with_acks(marker, None, -1) {
         Ok(a) => a,
-        Err(e) => return crate::api::errors::partition_error_code(&e),
+        Err(e) => return crate::cluster::errors::partition_error_code(&e),
     };
     let required = appended.info.last_offset + 1;
     let code = match p

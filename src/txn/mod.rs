@@ -36,6 +36,7 @@ use tracing::warn;
 pub use coordinator::{Coordinator, TxnConfig};
 
 use crate::broker::Broker;
+use crate::cluster::internal_topic::InternalTopics;
 
 /// How long a marker or a `__transaction_state` write waits for the in-sync replicas (Kafka's
 /// `request.timeout.ms` default).
@@ -43,10 +44,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The broker's coordinator: `__transaction_state` for its log, markers through the broker's
 /// partitions and WriteTxnMarkers, producer ids from the broker.
-pub fn for_broker(cfg: TxnConfig, broker: Weak<Broker>) -> Arc<Coordinator> {
+pub fn for_broker(
+    cfg: TxnConfig,
+    topics: Arc<dyn InternalTopics>,
+    broker: Weak<Broker>,
+) -> Arc<Coordinator> {
     Coordinator::new(
         cfg,
-        Arc::new(store::TopicLog::new(broker.clone())),
+        Arc::new(store::TopicLog::new(topics)),
         Arc::new(markers::BrokerMarkers::new(broker.clone())),
         Arc::new(BrokerIds(broker)),
     )
@@ -70,7 +75,7 @@ impl coordinator::ProducerIds for BrokerIds {
 /// use), and on one node its partitions are coordinated here (a topic just created holds no
 /// state to load). In a cluster the partitions' leaders load them (`group::loader::became_leader`).
 pub async fn ensure_ready(b: &Broker) -> Result<(), i16> {
-    let topic = store::ensure_topic(b).await?;
+    let topic = store::ensure_topic(&*b.internal_topics, &b.config.txn).await?;
     if b.cluster().is_none() && !b.txns.has_partitions() {
         loader::load_all(&b.txns, &topic).map_err(|e| {
             warn!("cannot load {}: {e:#}", store::TOPIC);

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -22,10 +22,11 @@ use tracing::{info, warn};
 
 use super::records;
 use super::state::Transit;
-use crate::broker::Broker;
 use crate::clock::now_ms;
+use crate::cluster::internal_topic::{self, InternalTopic, InternalTopics};
 use crate::cluster::partition::AckOutcome;
 use crate::cluster::{Partition, PartitionError, TopicInfo};
+use crate::config::TxnSettings;
 use crate::group::replay::Entry;
 
 pub const TOPIC: &str = "__transaction_state";
@@ -47,12 +48,12 @@ pub trait TxnLog: Send + Sync {
 
 /// The broker's `__transaction_state`.
 pub struct TopicLog {
-    broker: Weak<Broker>,
+    topics: Arc<dyn InternalTopics>,
 }
 
 impl TopicLog {
-    pub fn new(broker: Weak<Broker>) -> TopicLog {
-        TopicLog { broker }
+    pub fn new(topics: Arc<dyn InternalTopics>) -> TopicLog {
+        TopicLog { topics }
     }
 }
 
@@ -66,12 +67,8 @@ impl TxnLog for TopicLog {
         timeout: Duration,
     ) -> AppendFuture<'a> {
         Box::pin(async move {
-            let b = self
-                .broker
-                .upgrade()
-                .ok_or(E::CoordinatorNotAvailable.code())?;
-            let p = b
-                .controller
+            let p = self
+                .topics
                 .topic(TOPIC)
                 .and_then(|t| t.partition(partition).cloned())
                 .ok_or(E::NotCoordinator.code())?;
@@ -160,24 +157,24 @@ fn encode_record(key: Bytes, value: Option<Bytes>, timestamp: i64) -> anyhow::Re
 /// partitions, segment size and min.insync.replicas, unclean election off, and in a
 /// cluster `transaction.state.log.replication.factor` replicas (COORDINATOR_NOT_AVAILABLE
 /// until that many brokers are up, as Kafka).
-pub async fn ensure_topic(b: &Broker) -> Result<Arc<TopicInfo>, i16> {
-    let s = &b.config.txn;
-    let configs = crate::cluster::internal_topic::configs(&[
+pub async fn ensure_topic(
+    topics: &dyn InternalTopics,
+    s: &TxnSettings,
+) -> Result<Arc<TopicInfo>, i16> {
+    let configs = internal_topic::configs(&[
         ("cleanup.policy", "compact".to_string()),
         ("min.insync.replicas", s.min_isr.to_string()),
         ("segment.bytes", s.segment_bytes.to_string()),
         ("unclean.leader.election.enable", "false".to_string()),
     ]);
-    crate::cluster::internal_topic::ensure(
-        b,
-        crate::cluster::internal_topic::InternalTopic {
+    topics
+        .ensure(InternalTopic {
             name: TOPIC,
             num_partitions: s.num_partitions,
             replication_factor: s.replication_factor,
             configs,
-        },
-    )
-    .await
+        })
+        .await
 }
 
 /// One write: (partition, epoch, key, value).

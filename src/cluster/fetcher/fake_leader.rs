@@ -30,8 +30,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::api::errors::partition_error_code;
 use crate::cluster::Partition;
+use crate::cluster::errors::partition_error_code;
 use crate::cluster::partition::{FetchSlice, FollowerFetch};
 use crate::log::now_ms;
 

@@ -19,14 +19,14 @@ pub mod records;
 pub mod shard;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use kafka_protocol::ResponseError as E;
 use tracing::{info, warn};
 
-use crate::broker::Broker;
 use crate::clock::now_ms;
+use crate::cluster::internal_topic::{self, InternalTopic, InternalTopics};
 use crate::cluster::{Partition, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::replay::Entry;
@@ -99,7 +99,9 @@ enum Load {
 /// The share coordinator of this broker.
 pub struct ShareStates {
     cfg: StateConfig,
-    broker: Weak<Broker>,
+    topics: Arc<dyn InternalTopics>,
+    /// The share groups rebuilt from each partition loaded (in a cluster).
+    groups: OnceLock<Weak<super::Coordinator>>,
     shard: Mutex<shard::Shard>,
     /// One write at a time: a record is decided, appended and applied before the next.
     writes: tokio::sync::Mutex<()>,
@@ -116,10 +118,11 @@ fn refusal(code: i16) -> Refusal {
 }
 
 impl ShareStates {
-    pub fn new(cfg: StateConfig, broker: Weak<Broker>, clustered: bool) -> ShareStates {
+    pub fn new(cfg: StateConfig, topics: Arc<dyn InternalTopics>, clustered: bool) -> ShareStates {
         ShareStates {
             cfg,
-            broker,
+            topics,
+            groups: OnceLock::new(),
             shard: Mutex::new(shard::Shard::new(cfg.updates_per_snapshot)),
             writes: tokio::sync::Mutex::new(()),
             partitions: Mutex::new(HashMap::new()),
@@ -127,31 +130,34 @@ impl ShareStates {
         }
     }
 
+    /// The share groups and share partitions to rebuild after each load of a partition.
+    pub fn rebuilds(&self, groups: &Arc<super::Coordinator>) {
+        let _ = self.groups.set(Arc::downgrade(groups));
+    }
+
     /// `__share_group_state`, created on first use as Kafka's share coordinator creates it.
-    pub async fn ensure_topic(&self, b: &Broker) -> Result<Arc<TopicInfo>, i16> {
-        let configs = crate::cluster::internal_topic::configs(&[
+    pub async fn ensure_topic(&self) -> Result<Arc<TopicInfo>, i16> {
+        let configs = internal_topic::configs(&[
             ("cleanup.policy", "delete".to_string()),
             ("compression.type", "producer".to_string()),
             ("segment.bytes", self.cfg.segment_bytes.to_string()),
             ("min.insync.replicas", self.cfg.min_isr.to_string()),
             ("retention.ms", "-1".to_string()),
         ]);
-        crate::cluster::internal_topic::ensure(
-            b,
-            crate::cluster::internal_topic::InternalTopic {
+        self.topics
+            .ensure(InternalTopic {
                 name: TOPIC,
                 num_partitions: self.cfg.num_partitions,
                 replication_factor: self.cfg.replication_factor,
                 configs,
-            },
-        )
-        .await
+            })
+            .await
     }
 
     /// The state partition of `key` if this broker coordinates it, with the leader epoch it
     /// was loaded in (cluster); NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS otherwise.
-    async fn coordinates(&self, b: &Broker, key: &Key) -> Result<(i32, Option<i32>), Refusal> {
-        let topic = self.ensure_topic(b).await.map_err(refusal)?;
+    async fn coordinates(&self, key: &Key) -> Result<(i32, Option<i32>), Refusal> {
+        let topic = self.ensure_topic().await.map_err(refusal)?;
         let partition = partition_for(key, topic.partition_count as i32);
         if !self.clustered {
             return Ok((partition, None));
@@ -165,13 +171,7 @@ impl ShareStates {
 
     /// Appends `v` for `key` to its partition and applies it once written (committed, in a
     /// cluster).
-    async fn append(
-        &self,
-        b: &Broker,
-        key: &Key,
-        at: (i32, Option<i32>),
-        v: Value,
-    ) -> Result<(), Refusal> {
+    async fn append(&self, key: &Key, at: (i32, Option<i32>), v: Value) -> Result<(), Refusal> {
         let (k, value) = records::encode(key, &v);
         let mut buf = crate::group::store::encode_batch(&vec![(k, value)], now_ms(), None)
             .map_err(|e| {
@@ -183,7 +183,7 @@ impl ShareStates {
             Some(epoch) => {
                 let timeout = Duration::from_millis(self.cfg.write_timeout_ms);
                 crate::group::store::append_committed(
-                    b,
+                    &*self.topics,
                     TOPIC,
                     &key.0,
                     Leader { partition, epoch },
@@ -194,8 +194,8 @@ impl ShareStates {
                 .map_err(refusal)?;
             }
             None => {
-                let p = b
-                    .controller
+                let p = self
+                    .topics
                     .topic(TOPIC)
                     .and_then(|t| t.partition(partition).cloned())
                     .ok_or(refusal(E::NotCoordinator.code()))?;
@@ -209,38 +209,29 @@ impl ShareStates {
         Ok(())
     }
 
-    fn broker(&self) -> Result<Arc<Broker>, Refusal> {
-        self.broker
-            .upgrade()
-            .ok_or(refusal(E::CoordinatorNotAvailable.code()))
-    }
-
     /// InitializeShareGroupState of one share partition.
     pub async fn initialize(&self, key: &Key, state_epoch: i32, start: i64) -> Result<(), Refusal> {
-        let b = self.broker()?;
-        let at = self.coordinates(&b, key).await?;
+        let at = self.coordinates(key).await?;
         let _w = self.writes.lock().await;
         let v = self
             .shard
             .lock()
             .unwrap()
             .initialize(key, state_epoch, start, now_ms())?;
-        self.append(&b, key, at, v).await
+        self.append(key, at, v).await
     }
 
     /// WriteShareGroupState of one share partition.
     pub async fn write(&self, key: &Key, w: &Write) -> Result<(), Refusal> {
-        let b = self.broker()?;
-        let at = self.coordinates(&b, key).await?;
+        let at = self.coordinates(key).await?;
         let _w = self.writes.lock().await;
         let v = self.shard.lock().unwrap().write(key, w, now_ms())?;
-        self.append(&b, key, at, v).await
+        self.append(key, at, v).await
     }
 
     /// ReadShareGroupState of one share partition (a newer leader epoch is recorded first).
     pub async fn read(&self, key: &Key, leader_epoch: i32) -> Result<State, Refusal> {
-        let b = self.broker()?;
-        let at = self.coordinates(&b, key).await?;
+        let at = self.coordinates(key).await?;
         let _w = self.writes.lock().await;
         let (state, update) = {
             let shard = self.shard.lock().unwrap();
@@ -250,7 +241,7 @@ impl ShareStates {
         let Some(u) = update else {
             return Ok(state);
         };
-        self.append(&b, key, at, u).await?;
+        self.append(key, at, u).await?;
         Ok(self
             .shard
             .lock()
@@ -262,19 +253,17 @@ impl ShareStates {
 
     /// ReadShareGroupStateSummary of one share partition.
     pub async fn summary(&self, key: &Key) -> Result<State, Refusal> {
-        let b = self.broker()?;
-        self.coordinates(&b, key).await?;
+        self.coordinates(key).await?;
         self.shard.lock().unwrap().summary(key).cloned()
     }
 
     /// DeleteShareGroupState of one share partition.
     pub async fn delete(&self, key: &Key) -> Result<(), Refusal> {
-        let b = self.broker()?;
-        let at = self.coordinates(&b, key).await?;
+        let at = self.coordinates(key).await?;
         let _w = self.writes.lock().await;
         let v = self.shard.lock().unwrap().delete(key)?;
         match v {
-            Some(v) => self.append(&b, key, at, v).await,
+            Some(v) => self.append(key, at, v).await,
             None => Ok(()),
         }
     }
@@ -359,9 +348,8 @@ impl crate::group::loader::PartitionLoads for ShareStates {
             return false;
         }
         let count = self
-            .broker
-            .upgrade()
-            .and_then(|b| b.controller.topic(TOPIC))
+            .topics
+            .topic(TOPIC)
             .map_or(self.cfg.num_partitions, |t| t.partition_count as i32);
         let mut shard = self.shard.lock().unwrap();
         shard.retain(|k| partition_for(k, count) != partition);
@@ -373,8 +361,8 @@ impl crate::group::loader::PartitionLoads for ShareStates {
         drop(parts);
         // The share groups and share partitions of the states just loaded (after a restart,
         // or a leadership moved here) are rebuilt as on one node at start-up.
-        if let Some(b) = self.broker.upgrade() {
-            b.share.restore();
+        if let Some(groups) = self.groups.get().and_then(Weak::upgrade) {
+            groups.restore();
         }
         true
     }
@@ -383,9 +371,8 @@ impl crate::group::loader::PartitionLoads for ShareStates {
         let mut parts = self.partitions.lock().unwrap();
         parts.remove(&partition);
         let count = self
-            .broker
-            .upgrade()
-            .and_then(|b| b.controller.topic(TOPIC))
+            .topics
+            .topic(TOPIC)
             .map_or(self.cfg.num_partitions, |t| t.partition_count as i32);
         self.shard
             .lock()
