@@ -45,6 +45,8 @@ pub struct Broker {
     pub authorizer: Option<crate::security::acl::Authorizer>,
     /// Incremental fetch sessions (KIP-227) of consumers and followers.
     pub fetch_sessions: std::sync::Mutex<crate::api::fetch::SessionCache>,
+    /// The injected faults (`sluice.faults.enable`; `/faults` on the HTTP listener).
+    pub faults: crate::faults::Registry,
 }
 
 impl Broker {
@@ -94,6 +96,7 @@ impl Broker {
                 clustered,
             ));
             Broker {
+                faults: crate::faults::Registry::new(config.faults_enabled),
                 config,
                 controller,
                 advertised,
