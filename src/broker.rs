@@ -50,6 +50,8 @@ pub struct Broker {
     pub authorizer: Option<crate::security::acl::Authorizer>,
     /// Incremental fetch sessions (KIP-227) of consumers and followers.
     pub fetch_sessions: std::sync::Mutex<crate::api::fetch::SessionCache>,
+    /// The injected faults (`sluice.faults.enable`; `/faults` on the HTTP listener).
+    pub faults: crate::faults::Registry,
 }
 
 impl Broker {
@@ -103,6 +105,7 @@ impl Broker {
             let share = crate::share::Coordinator::open(share_config, Some(share_states.clone()));
             share_states.rebuilds(&share);
             Broker {
+                faults: crate::faults::Registry::new(config.faults_enabled),
                 config,
                 controller,
                 advertised,

@@ -1,13 +1,15 @@
 //! The layers' rule, checked on the sources: nothing in the transport (`net`), the services
-//! (`group`, `txn`, `share`, `producer`) or below them (`cluster`, `log`) imports the handlers
-//! (`crate::api`) or the wiring (`crate::broker`). [`DEBT`] lists the files that still do,
+//! (`group`, `txn`, `share`, `producer`, `faults`) or below them (`cluster`, `log`) imports
+//! the handlers (`crate::api`) or the wiring (`crate::broker`). [`DEBT`] lists the files that still do,
 //! each with what it reaches up for; it only shrinks: a file that no longer offends must leave
 //! it, and a new offender fails.
 
 use std::path::{Path, PathBuf};
 
 /// The folders under src/ held to the rule.
-const LOWER: &[&str] = &["net", "group", "txn", "share", "producer", "cluster", "log"];
+const LOWER: &[&str] = &[
+    "net", "group", "txn", "share", "producer", "faults", "cluster", "log",
+];
 
 /// Files that still import `crate::api` or `crate::broker`, and why.
 const DEBT: &[(&str, &str)] = &[

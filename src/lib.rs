@@ -11,6 +11,7 @@ pub mod broker;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod faults;
 pub mod group;
 pub mod health;
 pub mod http;

@@ -4,6 +4,8 @@
 //! `--config FILE` reads Kafka broker properties; `--override key=value` (repeatable) sets one.
 //! `sluice health [--bootstrap HOST:PORT]` checks that a broker answers ApiVersions (exit 0)
 //! or not (exit 1): a container health check.
+//! `sluice faults add|list|remove` manages the faults injected into a broker started with
+//! `sluice.faults.enable=true`, through its HTTP port (`sluice::faults::client`).
 //! `--kafka-env` reads the environment as the apache/kafka container image does (`KAFKA_*`
 //! variables over the file, `CLUSTER_ID`, the JAAS file in `KAFKA_OPTS`; see
 //! `sluice::config::env`).
@@ -47,6 +49,23 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 3)]
         timeout: u64,
     },
+    /// Inject, list and remove faults on a broker started with sluice.faults.enable=true
+    /// (through its HTTP port).
+    Faults(sluice::faults::client::FaultsArgs),
+}
+
+/// `sluice faults`: the broker's JSON answer on stdout, or its refusal on stderr (exit 1).
+fn faults(args: &sluice::faults::client::FaultsArgs) -> ! {
+    match args.run() {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("sluice faults: {e:#}");
+            std::process::exit(1)
+        }
+    }
 }
 
 /// `sluice health`: one line on stdout when the broker answers, on stderr when not.
@@ -68,6 +87,9 @@ fn main() {
     let args = Args::parse();
     if let Some(Command::Health { bootstrap, timeout }) = &args.command {
         health(bootstrap, *timeout);
+    }
+    if let Some(Command::Faults(f)) = &args.command {
+        faults(f);
     }
     init_logging();
     let config = if args.kafka_env {

@@ -53,6 +53,7 @@ pub mod fetch;
 pub mod find_coordinator;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod injected;
 pub mod leader_hint;
 pub mod list_config_resources;
 pub mod list_offsets;
@@ -302,18 +303,34 @@ pub async fn dispatch_from(
             ctx.peer = session.peer;
             ctx.principal = session.principal.clone();
             ctx.listener = session.listener.clone();
-            if !broker.quotas.active() {
-                return (spec.handle)(broker.clone(), ctx, body).await;
+            if broker.faults.idle() {
+                return run(broker, spec, ctx, body).await;
             }
-            let asked = ctx.clone();
-            let (out, spent) = throttle::Timed::new((spec.handle)(broker.clone(), ctx, body)).await;
-            let mut out = out?;
-            if let Some(resp) = &mut out {
-                throttle::apply(broker, &asked, spent, resp);
-            }
-            Ok(out)
+            injected::apply(broker, ctx, body, async |ctx, body| {
+                run(broker, spec, ctx, body).await
+            })
+            .await
         }
     }
+}
+
+/// Runs a parsed request's handler, throttled by the client's quotas.
+async fn run(
+    broker: &Arc<Broker>,
+    spec: &ApiSpec,
+    ctx: RequestCtx,
+    body: Bytes,
+) -> Result<Option<Response>> {
+    if !broker.quotas.active() {
+        return (spec.handle)(broker.clone(), ctx, body).await;
+    }
+    let asked = ctx.clone();
+    let (out, spent) = throttle::Timed::new((spec.handle)(broker.clone(), ctx, body)).await;
+    let mut out = out?;
+    if let Some(resp) = &mut out {
+        throttle::apply(broker, &asked, spent, resp);
+    }
+    Ok(out)
 }
 
 /// The handlers as the transport reaches them: every frame a connection reads is dispatched

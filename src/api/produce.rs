@@ -323,7 +323,7 @@ fn has_transactional_records(req: &ProduceRequest) -> bool {
 }
 
 /// The whole request answered with `code` for every partition.
-fn refused(req: &ProduceRequest, v: i16, code: i16) -> ProduceResponse {
+pub(crate) fn refused(req: &ProduceRequest, v: i16, code: i16) -> ProduceResponse {
     let mut resp = ProduceResponse::default();
     for td in &req.topic_data {
         let mut tr = TopicProduceResponse::default();

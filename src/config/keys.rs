@@ -286,6 +286,13 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Boolean,
         default: Some("true"),
     },
+    // Fault injection for tests (`/faults` on the HTTP listener, `sluice faults`): off
+    // unless true.
+    KafkaKey {
+        name: "sluice.faults.enable",
+        ty: KafkaType::Boolean,
+        default: Some("false"),
+    },
     // The most segment `.log` files kept open at once; past it the least recently used are
     // closed and reopened when next used. 0: half of the open-file limit (RLIMIT_NOFILE,
     // raised to its hard limit at start-up), the other half left to connections.

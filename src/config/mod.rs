@@ -85,6 +85,8 @@ pub struct BrokerConfig {
     /// listener, and whether it may produce records.
     pub console_enabled: bool,
     pub console_read_only: bool,
+    /// `sluice.faults.enable`: whether `/faults` on the HTTP listener may inject faults.
+    pub faults_enabled: bool,
     /// `sluice.log.open.segments.max`: the most segment files kept open (0: half of the
     /// open-file limit).
     pub open_segments_max: usize,
@@ -537,6 +539,7 @@ impl BrokerConfig {
             http_listener: HttpListener::parse(&p)?,
             console_enabled: p.boolean("sluice.console.enabled")?,
             console_read_only: p.boolean("sluice.console.read.only")?,
+            faults_enabled: p.boolean("sluice.faults.enable")?,
             open_segments_max: p.num_at_least::<i32>("sluice.log.open.segments.max", 0)? as usize,
             cluster,
             authorizer: parse_authorizer(&p)?,

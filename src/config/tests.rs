@@ -618,3 +618,13 @@ fn controller_listeners_default_to_plaintext_when_no_map_is_given() {
         "{e}"
     );
 }
+
+#[test]
+fn faults_are_off_unless_asked_for() {
+    assert!(!cfg(&[]).unwrap().faults_enabled);
+    assert!(
+        cfg(&[("sluice.faults.enable", "true")])
+            .unwrap()
+            .faults_enabled
+    );
+}

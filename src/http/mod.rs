@@ -4,7 +4,8 @@
 //! broker is open (a cluster node waits for its quorum first): `/health` answers at once,
 //! `/ready` and `/metrics` 503 until there is a broker to read.
 //!
-//! The web console ([`console`]) is merged in: `/` and `/api/...`.
+//! The web console ([`console`]) is merged in: `/` and `/api/...`; so is fault injection
+//! ([`faults`]): `/faults`, refused unless `sluice.faults.enable=true`.
 //!
 //! axum on the broker's tokio runtime: routes are plain functions over [`HttpState`], so
 //! more pages are added by merging their `Router` into [`router`]'s.
@@ -22,6 +23,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 
 pub mod console;
+pub mod faults;
 
 use crate::broker::Broker;
 use crate::config::HttpListener;
@@ -54,6 +56,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/health", get(health))
         .route("/ready", get(ready))
         .merge(console::router())
+        .merge(faults::router())
         .with_state(state)
 }
 

@@ -81,6 +81,24 @@ pub struct PartitionOut {
     pub preferred_read_replica: i32,
 }
 
+impl PartitionOut {
+    /// Partition `index` with `error_code`, no records and unknown offsets.
+    pub fn empty(index: i32, error_code: i16) -> PartitionOut {
+        PartitionOut {
+            index,
+            error_code,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            records: None,
+            aborted_transactions: None,
+            diverging_epoch: None,
+            current_leader: None,
+            preferred_read_replica: -1,
+        }
+    }
+}
+
 /// A broker endpoint sent with KIP-951 hints (v16+): (id, host, port, rack).
 pub type NodeEndpoint = (i32, String, i32, Option<String>);
 
@@ -544,18 +562,7 @@ fn read_all(
     let mut total = 0usize;
     let mut errors = false;
     for w in wanted {
-        let mut out = PartitionOut {
-            index: w.index,
-            error_code: 0,
-            high_watermark: -1,
-            last_stable_offset: -1,
-            log_start_offset: -1,
-            records: None,
-            aborted_transactions: None,
-            diverging_epoch: None,
-            current_leader: None,
-            preferred_read_replica: -1,
-        };
+        let mut out = PartitionOut::empty(w.index, 0);
         if w.preferred_read_replica >= 0
             && let Ok(p) = &w.partition
         {

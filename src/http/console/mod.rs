@@ -56,7 +56,7 @@ pub(super) struct Ctx {
 }
 
 /// An API failure: its status and a message for the person using the console.
-pub(super) struct Failure(StatusCode, String);
+pub(crate) struct Failure(pub StatusCode, pub String);
 
 impl Failure {
     pub fn bad_request(msg: impl Into<String>) -> Failure {
@@ -102,9 +102,9 @@ fn json_response(status: StatusCode, v: &Value) -> Response {
 }
 
 /// What an API handler returns.
-pub(super) type Answer = Result<Value, Failure>;
+pub(crate) type Answer = Result<Value, Failure>;
 
-pub(super) fn answer(a: Answer) -> Response {
+pub(crate) fn answer(a: Answer) -> Response {
     match a {
         Ok(v) => json_response(StatusCode::OK, &v),
         Err(f) => f.into_response(),
@@ -114,15 +114,34 @@ pub(super) fn answer(a: Answer) -> Response {
 /// The checks every console request passes: there is a broker, the console is on, and
 /// (with SASL) the credentials are a SASL user's.
 pub(super) fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Ctx, Failure> {
-    let Some(broker) = s.broker.get() else {
-        let why = "no broker on this node (yet)".to_string();
-        return Err(Failure(StatusCode::SERVICE_UNAVAILABLE, why));
-    };
+    let broker = broker_of(s)?;
     if !broker.config.console_enabled {
         let why = "the console is off (sluice.console.enabled=false)".to_string();
         return Err(Failure(StatusCode::NOT_FOUND, why));
     }
-    // The console sees the brokers as the other brokers do: on the internal listener.
+    let session = sign_in(s, &broker, headers)?;
+    Ok(Ctx { broker, session })
+}
+
+/// The broker, once it is open.
+pub(crate) fn broker_of(s: &HttpState) -> Result<Arc<Broker>, Failure> {
+    match s.broker.get() {
+        Some(b) => Ok(b.clone()),
+        None => {
+            let why = "no broker on this node (yet)".to_string();
+            Err(Failure(StatusCode::SERVICE_UNAVAILABLE, why))
+        }
+    }
+}
+
+/// The session of an HTTP request: on the internal listener (the brokers are seen as the
+/// other brokers see them), as the SASL user its HTTP Basic credentials name when any
+/// listener uses SASL, else as User:ANONYMOUS.
+pub(crate) fn sign_in(
+    s: &HttpState,
+    broker: &Broker,
+    headers: &HeaderMap,
+) -> Result<Session, Failure> {
     let mut session = Session::anonymous(None, broker.internal_listener());
     if auth::required(broker) {
         let creds = headers
@@ -134,16 +153,13 @@ pub(super) fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Ctx, Failure> 
             return Err(Failure(StatusCode::UNAUTHORIZED, why));
         };
         if !s.console.check(broker, &user, &password) {
-            tracing::warn!("console: failed authentication for user {user:?}");
+            tracing::warn!("HTTP: failed authentication for user {user:?}");
             let why = "wrong user name or password".to_string();
             return Err(Failure(StatusCode::UNAUTHORIZED, why));
         }
         session.principal = Arc::new(Principal::user(user));
     }
-    Ok(Ctx {
-        broker: broker.clone(),
-        session,
-    })
+    Ok(session)
 }
 
 /// The query string's parameters.

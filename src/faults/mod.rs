@@ -1,0 +1,396 @@
+//! Fault injection for tests (`sluice.faults.enable=true`): a registry of faults, each
+//! matching requests of one API key (optionally only those naming one topic, one partition of
+//! it, or coming from one client id) and doing one thing to the next `count` of them:
+//!
+//! - `error`: answer with a Kafka error code instead of applying the request;
+//! - `delay`: hold the response back for some milliseconds;
+//! - `close`: close the connection, before the request is applied or after it (no response).
+//!
+//! This module is the pure part: what a fault is, how it is parsed from JSON and written
+//! back, and which fault a request fires. The request path (`api`) asks [`Registry::fire`]
+//! for each request while any fault is live; the HTTP server (`/faults`) and the `sluice
+//! faults` command ([`client`]) manage the registry.
+
+pub mod client;
+mod names;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use names::{api_key_by_name, api_name, error_by_name, error_name};
+
+/// When a `close` fault closes the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// The request is read and dropped: nothing is applied.
+    BeforeApply,
+    /// The request is applied and its response dropped.
+    AfterApply,
+}
+
+/// What a fault does to a request it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Answer with this error code wherever Kafka puts an error in the response.
+    Error(i16),
+    /// Send the response this long after it is ready.
+    Delay(Duration),
+    /// Close the connection instead of answering.
+    Close(When),
+}
+
+/// Which requests of the key a fault matches; every field that is set must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub topic: Option<String>,
+    /// Only with `topic`.
+    pub partition: Option<i32>,
+    pub client_id: Option<String>,
+}
+
+/// A fault as asked for (`POST /faults`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    pub api_key: i16,
+    pub action: Action,
+    pub filter: Filter,
+    /// How many requests it fires on; None: every matching request until removed.
+    pub count: Option<u64>,
+}
+
+/// A fault in the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub id: u64,
+    pub spec: Spec,
+    /// How many requests it fired on.
+    pub fired: u64,
+}
+
+impl Fault {
+    /// Whether it still fires.
+    pub fn live(&self) -> bool {
+        self.spec.count.is_none_or(|n| self.fired < n)
+    }
+
+    /// The fault as `GET /faults` lists it.
+    pub fn to_json(&self) -> Value {
+        let s = &self.spec;
+        let mut v = json!({
+            "id": self.id,
+            "api_key": s.api_key,
+            "api": api_name(s.api_key),
+            "count": s.count,
+            "fired": self.fired,
+            "remaining": s.count.map(|n| n.saturating_sub(self.fired)),
+        });
+        let o = v.as_object_mut().expect("an object");
+        match s.action {
+            Action::Error(code) => {
+                o.insert("kind".into(), json!("error"));
+                o.insert("error_code".into(), json!(code));
+                o.insert("error".into(), json!(error_name(code)));
+            }
+            Action::Delay(d) => {
+                o.insert("kind".into(), json!("delay"));
+                o.insert("delay_ms".into(), json!(d.as_millis() as u64));
+            }
+            Action::Close(w) => {
+                o.insert("kind".into(), json!("close"));
+                let when = match w {
+                    When::BeforeApply => "before",
+                    When::AfterApply => "after",
+                };
+                o.insert("when".into(), json!(when));
+            }
+        }
+        for (k, f) in [
+            ("topic", &s.filter.topic),
+            ("client_id", &s.filter.client_id),
+        ] {
+            if let Some(x) = f {
+                o.insert(k.into(), json!(x));
+            }
+        }
+        if let Some(p) = s.filter.partition {
+            o.insert("partition".into(), json!(p));
+        }
+        v
+    }
+}
+
+/// The fields `POST /faults` accepts.
+const FIELDS: &[&str] = &[
+    "api_key",
+    "kind",
+    "error",
+    "count",
+    "delay_ms",
+    "when",
+    "topic",
+    "partition",
+    "client_id",
+];
+
+impl Spec {
+    /// Reads a fault from its JSON form:
+    /// `{"api_key": "Produce" | 0, "kind": "error" | "delay" | "close", "error":
+    /// "NOT_LEADER_OR_FOLLOWER" | 6, "delay_ms": 500, "when": "before" | "after", "count": 2,
+    /// "topic": "t", "partition": 0, "client_id": "c"}`. `count` defaults to 1 for `error`
+    /// and `close` and to every request for `delay`; `null` is every request.
+    pub fn from_json(v: &Value) -> Result<Spec, String> {
+        let o = v.as_object().ok_or("a fault is a JSON object")?;
+        if let Some(k) = o.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(format!(
+                "unknown field {k:?} (fields: {})",
+                FIELDS.join(", ")
+            ));
+        }
+        let api_key = match o.get("api_key") {
+            None => {
+                return Err("api_key is missing (a name such as \"Produce\" or a number)".into());
+            }
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .and_then(|n| i16::try_from(n).ok())
+                .filter(|&k| api_name(k).is_some())
+                .ok_or_else(|| format!("api_key {n} is not a Kafka API key"))?,
+            Some(Value::String(s)) => {
+                api_key_by_name(s).ok_or_else(|| format!("api_key {s:?} is not a Kafka API"))?
+            }
+            Some(_) => return Err("api_key is a name or a number".into()),
+        };
+        let kind = o
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or("kind is missing: \"error\", \"delay\" or \"close\"")?;
+        let only_for = |field: &str, kind_of: &str| -> Result<(), String> {
+            match o.get(field) {
+                Some(_) if kind != kind_of => Err(format!("{field} is only for kind {kind_of:?}")),
+                _ => Ok(()),
+            }
+        };
+        only_for("error", "error")?;
+        only_for("delay_ms", "delay")?;
+        only_for("when", "close")?;
+        let action = match kind {
+            "error" => Action::Error(match o.get("error") {
+                None => {
+                    return Err(
+                        "error is missing (a name such as \"REQUEST_TIMED_OUT\" or a code)".into(),
+                    );
+                }
+                Some(Value::Number(n)) => n
+                    .as_i64()
+                    .and_then(|n| i16::try_from(n).ok())
+                    .filter(|&c| c != 0)
+                    .ok_or_else(|| format!("error {n} is not an error code"))?,
+                Some(Value::String(s)) => {
+                    error_by_name(s).ok_or_else(|| format!("error {s:?} is not a Kafka error"))?
+                }
+                Some(_) => return Err("error is a name or a code".into()),
+            }),
+            "delay" => {
+                let ms = o
+                    .get("delay_ms")
+                    .and_then(Value::as_u64)
+                    .ok_or("delay_ms is missing (milliseconds, at least 0)")?;
+                Action::Delay(Duration::from_millis(ms))
+            }
+            "close" => Action::Close(match o.get("when").map(|w| w.as_str()) {
+                None | Some(Some("before")) => When::BeforeApply,
+                Some(Some("after")) => When::AfterApply,
+                Some(_) => return Err("when is \"before\" or \"after\"".into()),
+            }),
+            other => {
+                return Err(format!(
+                    "kind {other:?} is not one of \"error\", \"delay\", \"close\""
+                ));
+            }
+        };
+        let text = |field: &str| -> Result<Option<String>, String> {
+            match o.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(format!("{field} is a string")),
+            }
+        };
+        let filter = Filter {
+            topic: text("topic")?,
+            partition: match o.get("partition") {
+                None | Some(Value::Null) => None,
+                Some(p) => Some(
+                    p.as_i64()
+                        .and_then(|p| i32::try_from(p).ok())
+                        .filter(|&p| p >= 0)
+                        .ok_or("partition is a number, at least 0")?,
+                ),
+            },
+            client_id: text("client_id")?,
+        };
+        if filter.partition.is_some() && filter.topic.is_none() {
+            return Err("partition needs topic".into());
+        }
+        let count = match o.get("count") {
+            None => match action {
+                Action::Delay(_) => None,
+                _ => Some(1),
+            },
+            Some(Value::Null) => None,
+            Some(n) => Some(
+                n.as_u64()
+                    .filter(|&n| n > 0)
+                    .ok_or("count is a number, at least 1 (null: every request)")?,
+            ),
+        };
+        Ok(Spec {
+            api_key,
+            action,
+            filter,
+            count,
+        })
+    }
+}
+
+/// What the faults a request fired ask of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fired {
+    /// Hold the response back this long.
+    pub delay: Option<Duration>,
+    /// Answer with an error, or close the connection, instead of answering normally.
+    pub outcome: Option<Action>,
+}
+
+/// The faults of one broker. Empty and idle unless the broker was started with
+/// `sluice.faults.enable=true`; the request path checks [`Registry::idle`] first, one atomic
+/// load.
+#[derive(Debug, Default)]
+pub struct Registry {
+    enabled: bool,
+    /// How many faults are live (0: requests pass untouched).
+    live: AtomicUsize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_id: u64,
+    faults: Vec<Fault>,
+}
+
+impl Inner {
+    fn live(&self) -> usize {
+        self.faults.iter().filter(|f| f.live()).count()
+    }
+}
+
+impl Registry {
+    pub fn new(enabled: bool) -> Registry {
+        Registry {
+            enabled,
+            ..Registry::default()
+        }
+    }
+
+    /// Whether faults may be injected (`sluice.faults.enable`).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether no fault is live.
+    pub fn idle(&self) -> bool {
+        self.live.load(Ordering::Acquire) == 0
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let out = f(&mut inner);
+        self.live.store(inner.live(), Ordering::Release);
+        out
+    }
+
+    /// Adds a fault; None when injection is off.
+    pub fn add(&self, spec: Spec) -> Option<Fault> {
+        if !self.enabled {
+            return None;
+        }
+        Some(self.with(|i| {
+            i.next_id += 1;
+            let f = Fault {
+                id: i.next_id,
+                spec,
+                fired: 0,
+            };
+            i.faults.push(f.clone());
+            f
+        }))
+    }
+
+    /// Every fault, live or spent, oldest first.
+    pub fn list(&self) -> Vec<Fault> {
+        self.with(|i| i.faults.clone())
+    }
+
+    /// Removes fault `id`; whether there was one.
+    pub fn remove(&self, id: u64) -> bool {
+        self.with(|i| {
+            let before = i.faults.len();
+            i.faults.retain(|f| f.id != id);
+            i.faults.len() < before
+        })
+    }
+
+    /// Removes every fault; how many there were.
+    pub fn clear(&self) -> usize {
+        self.with(|i| std::mem::take(&mut i.faults).len())
+    }
+
+    /// The faults a request of `api_key` from `client_id` fires: the oldest live matching
+    /// delay, and the oldest live matching error or close. Each fault that fires counts the
+    /// request. `touches(topic, partition)` says whether the request names the topic (and,
+    /// when given, that partition of it); it is asked only of faults with a topic.
+    pub fn fire(
+        &self,
+        api_key: i16,
+        client_id: Option<&str>,
+        touches: &mut dyn FnMut(&str, Option<i32>) -> bool,
+    ) -> Fired {
+        self.with(|i| {
+            let mut fired = Fired::default();
+            for f in i.faults.iter_mut() {
+                let s = &f.spec;
+                if s.api_key != api_key || !f.live() {
+                    continue;
+                }
+                let is_delay = matches!(s.action, Action::Delay(_));
+                if (is_delay && fired.delay.is_some()) || (!is_delay && fired.outcome.is_some()) {
+                    continue;
+                }
+                if s.filter
+                    .client_id
+                    .as_deref()
+                    .is_some_and(|c| Some(c) != client_id)
+                {
+                    continue;
+                }
+                if let Some(t) = &s.filter.topic
+                    && !touches(t, s.filter.partition)
+                {
+                    continue;
+                }
+                f.fired += 1;
+                match s.action {
+                    Action::Delay(d) => fired.delay = Some(d),
+                    a => fired.outcome = Some(a),
+                }
+            }
+            fired
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
