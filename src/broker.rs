@@ -102,6 +102,15 @@ impl Broker {
                 internal_topics.clone(),
                 clustered,
             ));
+            let peers = crate::txn::peers::Peers::new(
+                config.node_id,
+                config.socket_request_max_bytes,
+                inter_broker.clone(),
+                Box::new({
+                    let me = me.clone();
+                    move |id| me.upgrade()?.peer_address(id)
+                }),
+            );
             let share = crate::share::Coordinator::open(share_config, Some(share_states.clone()));
             share_states.rebuilds(&share);
             Broker {
@@ -115,11 +124,16 @@ impl Broker {
                 } else {
                     Coordinator::new(group_config, log)
                 },
-                txns: crate::txn::for_broker(txn_config, internal_topics.clone(), me.clone()),
+                txns: crate::txn::Coordinator::new(
+                    txn_config,
+                    Arc::new(crate::txn::store::TopicLog::new(internal_topics.clone())),
+                    Arc::new(crate::txn::markers::BrokerMarkers::new(me.clone())),
+                    Arc::new(BrokerIds(me.clone())),
+                ),
                 share,
                 internal_topics,
                 share_states,
-                peers: Default::default(),
+                peers,
                 inter_broker,
                 cluster: OnceLock::new(),
                 cleaner,
@@ -152,6 +166,24 @@ impl Broker {
             broker.share.restore();
         }
         Ok(broker)
+    }
+
+    /// The inter-broker listener address of broker `id`, from the metadata image.
+    fn peer_address(&self, id: i32) -> Option<String> {
+        let c = self.cluster()?;
+        let img = c.image();
+        crate::cluster::node::replicas::addresses(&img, &c.config.inter_broker_listener).remove(&id)
+    }
+
+    /// Makes the transaction coordinator able to answer (`txn::ensure_ready`).
+    pub async fn txn_ready(&self) -> Result<(), i16> {
+        crate::txn::ensure_ready(
+            &self.txns,
+            &*self.internal_topics,
+            &self.config.txn,
+            self.cluster().is_none(),
+        )
+        .await
     }
 
     /// The cluster node, in a replicated cluster.
@@ -218,7 +250,17 @@ impl Broker {
         self.groups.start();
         self.txns.start();
         self.share.start();
-        self.cleaner.start(Arc::downgrade(self), &self.config);
+        let me = Arc::downgrade(self);
+        let controller: crate::cluster::log_cleaner::WithController = Arc::new(
+            move |pass: &mut dyn FnMut(&Controller)| match me.upgrade() {
+                Some(b) => {
+                    pass(&b.controller);
+                    true
+                }
+                None => false,
+            },
+        );
+        self.cleaner.start(controller, &self.config);
         let cp = &self.controller.checkpoints;
         self.spawn_periodic(cp.high_watermark_interval_ms, |b| {
             let _ = b
@@ -313,6 +355,22 @@ impl InternalTopics for BrokerTopics {
             b.controller
                 .topic(t.name)
                 .ok_or(E::CoordinatorNotAvailable.code())
+        })
+    }
+}
+
+/// The transaction coordinator's producer ids: this broker's allocation.
+struct BrokerIds(Weak<Broker>);
+
+impl crate::txn::coordinator::ProducerIds for BrokerIds {
+    fn allocate(&self) -> crate::txn::coordinator::IdFuture<'_> {
+        use crate::txn::state::COORDINATOR_NOT_AVAILABLE;
+        Box::pin(async move {
+            let b = self.0.upgrade().ok_or(COORDINATOR_NOT_AVAILABLE)?;
+            b.allocate_producer_id().await.map_err(|e| {
+                tracing::warn!("producer id allocation failed: {e:#}");
+                COORDINATOR_NOT_AVAILABLE
+            })
         })
     }
 }

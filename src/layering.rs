@@ -14,21 +14,12 @@ const LOWER: &[&str] = &[
 /// Files that still import `crate::api` or `crate::broker`, and why.
 const DEBT: &[(&str, &str)] = &[
     (
-        "cluster/log_cleaner.rs",
-        "a Weak<Broker> for the replicas and configs each pass",
-    ),
-    (
         "cluster/node/mod.rs",
         "a Weak<Broker> to apply the metadata image",
     ),
     (
         "txn/markers.rs",
         "a Weak<Broker> and api::local_partition to write markers",
-    ),
-    ("txn/mod.rs", "a Weak<Broker> for the broker ids"),
-    (
-        "txn/peers.rs",
-        "the Broker's inter-broker client and metadata",
     ),
     (
         "txn/verify.rs",

@@ -45,7 +45,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .or_else(|| ctx.group_error(&b, Op::Read, &req.group_id));
     let mut code = match refusal {
         Some(code) => code,
-        None => match crate::txn::ensure_ready(&b).await {
+        None => match b.txn_ready().await {
             Err(code) if b.cluster().is_none() => code,
             _ => {
                 b.txns

@@ -103,7 +103,7 @@ async fn one(
             .collect();
     }
     if b.cluster().is_none()
-        && let Err(code) = crate::txn::ensure_ready(b).await
+        && let Err(code) = b.txn_ready().await
     {
         return parts.into_iter().map(|tp| (tp, code)).collect();
     }

@@ -75,7 +75,7 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
         _ => return error(ResponseError::InvalidRequest.code()),
     };
     let ready = match key_type {
-        TRANSACTION => crate::txn::ensure_ready(b).await,
+        TRANSACTION => b.txn_ready().await,
         SHARE => b.share_states.ensure_topic().await.map(|_| ()),
         _ if b.cluster().is_some() => {
             let cfg = crate::group::store::OffsetsTopic::from_broker(&b.config);

@@ -58,7 +58,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     } else if let Some(tid) = &req.transactional_id {
         let expected = (pid != -1).then_some((pid, epoch));
         let ready = match b.cluster() {
-            None if !tid.0.is_empty() => crate::txn::ensure_ready(&b).await,
+            None if !tid.0.is_empty() => b.txn_ready().await,
             _ => Ok(()),
         };
         let (mut code, id, e) = match ready {

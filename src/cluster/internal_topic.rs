@@ -21,12 +21,26 @@ pub struct InternalTopic<'a> {
     pub configs: BTreeMap<String, String>,
 }
 
-/// Topic configs from (name, value) pairs.
-pub fn configs(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
+impl<'a> InternalTopic<'a> {
+    /// `name` with `num_partitions`, `replication_factor` and the configs of (name, value)
+    /// `pairs`.
+    pub fn new(
+        name: &'a str,
+        num_partitions: i32,
+        replication_factor: i16,
+        pairs: &[(&str, String)],
+    ) -> InternalTopic<'a> {
+        let configs = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        InternalTopic {
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+        }
+    }
 }
 
 pub type EnsureFuture<'a> = Pin<Box<dyn Future<Output = Result<Arc<TopicInfo>, i16>> + Send + 'a>>;

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -68,6 +68,10 @@ struct State {
     horizons: HashMap<Key, i64>,
 }
 
+/// The cleaner threads' way to the controller: runs the pass given with it and answers true,
+/// or answers false once the broker is gone.
+pub type WithController = Arc<dyn Fn(&mut dyn FnMut(&Controller)) -> bool + Send + Sync>;
+
 pub struct LogCleaner {
     state: Mutex<State>,
     stopped: AtomicBool,
@@ -94,9 +98,9 @@ impl LogCleaner {
         }
     }
 
-    /// Starts the threads; they hold the broker weakly and end with it or at
-    /// [`LogCleaner::stop`].
-    pub fn start(self: &Arc<Self>, broker: Weak<crate::broker::Broker>, config: &BrokerConfig) {
+    /// Starts the threads; each pass reaches the controller through `controller`, and they
+    /// end once it answers that the broker is gone, or at [`LogCleaner::stop`].
+    pub fn start(self: &Arc<Self>, controller: WithController, config: &BrokerConfig) {
         let settings = CleanerSettings::from_broker(config);
         if !settings.enable {
             info!("log cleaner disabled (log.cleaner.enable=false)");
@@ -104,10 +108,10 @@ impl LogCleaner {
         }
         for i in 0..settings.threads {
             let me = self.clone();
-            let broker = broker.clone();
+            let controller = controller.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("log-cleaner-{i}"))
-                .spawn(move || me.run(&broker));
+                .spawn(move || me.run(&controller));
             if let Err(e) = spawned {
                 warn!("cannot start a log cleaner thread: {e}");
             }
@@ -127,16 +131,19 @@ impl LogCleaner {
         }
     }
 
-    fn run(&self, broker: &Weak<crate::broker::Broker>) {
+    fn run(&self, controller: &WithController) {
         while !self.stopped.load(Ordering::Acquire) {
-            let Some(b) = broker.upgrade() else {
+            let (mut cleaned, mut backoff_ms) = (false, 0);
+            let alive = controller(&mut |c| {
+                let settings = CleanerSettings::from_broker(&c.defaults().merged);
+                cleaned = self.clean_one(c, &settings, crate::log::now_ms());
+                backoff_ms = settings.backoff_ms;
+            });
+            if !alive {
                 return;
-            };
-            let settings = CleanerSettings::from_broker(&b.controller.defaults().merged);
-            let cleaned = self.clean_one(&b.controller, &settings, crate::log::now_ms());
-            drop(b);
+            }
             if !cleaned {
-                let mut left = settings.backoff_ms;
+                let mut left = backoff_ms;
                 while left > 0 && !self.stopped.load(Ordering::Acquire) {
                     let step = left.min(200);
                     std::thread::sleep(Duration::from_millis(step));

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::records;
 use crate::clock::now_ms;
-use crate::cluster::internal_topic::{self, InternalTopic, InternalTopics};
+use crate::cluster::internal_topic::{InternalTopic, InternalTopics};
 use crate::cluster::replication::AckStatus;
 use crate::cluster::{PartitionError, TopicInfo};
 use crate::config::BrokerConfig;
@@ -130,17 +130,13 @@ pub async fn offsets_topic(
     topics: &dyn InternalTopics,
     cfg: &OffsetsTopic,
 ) -> Result<Arc<TopicInfo>, i16> {
-    let configs = internal_topic::configs(&[
+    let configs = [
         ("cleanup.policy", "compact".to_string()),
         ("segment.bytes", cfg.segment_bytes.to_string()),
-    ]);
+    ];
+    let (n, rf) = (cfg.num_partitions, cfg.replication_factor);
     topics
-        .ensure(InternalTopic {
-            name: TOPIC,
-            num_partitions: cfg.num_partitions,
-            replication_factor: cfg.replication_factor,
-            configs,
-        })
+        .ensure(InternalTopic::new(TOPIC, n, rf, &configs))
         .await
 }
 

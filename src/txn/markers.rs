@@ -209,7 +209,6 @@ async fn send(
     let mut req = WriteTxnMarkersRequest::default();
     req.markers = vec![marker];
     let call = b.peers.call::<_, WriteTxnMarkersResponse>(
-        b,
         (id, Purpose::Markers),
         (ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION),
         &req,

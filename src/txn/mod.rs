@@ -28,56 +28,32 @@ pub mod store;
 mod tests;
 pub mod verify;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::warn;
 
 pub use coordinator::{Coordinator, TxnConfig};
 
-use crate::broker::Broker;
 use crate::cluster::internal_topic::InternalTopics;
+use crate::config::TxnSettings;
 
 /// How long a marker or a `__transaction_state` write waits for the in-sync replicas (Kafka's
 /// `request.timeout.ms` default).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The broker's coordinator: `__transaction_state` for its log, markers through the broker's
-/// partitions and WriteTxnMarkers, producer ids from the broker.
-pub fn for_broker(
-    cfg: TxnConfig,
-    topics: Arc<dyn InternalTopics>,
-    broker: Weak<Broker>,
-) -> Arc<Coordinator> {
-    Coordinator::new(
-        cfg,
-        Arc::new(store::TopicLog::new(topics)),
-        Arc::new(markers::BrokerMarkers::new(broker.clone())),
-        Arc::new(BrokerIds(broker)),
-    )
-}
-
-struct BrokerIds(Weak<Broker>);
-
-impl coordinator::ProducerIds for BrokerIds {
-    fn allocate(&self) -> coordinator::IdFuture<'_> {
-        Box::pin(async move {
-            let b = self.0.upgrade().ok_or(state::COORDINATOR_NOT_AVAILABLE)?;
-            b.allocate_producer_id().await.map_err(|e| {
-                warn!("producer id allocation failed: {e:#}");
-                state::COORDINATOR_NOT_AVAILABLE
-            })
-        })
-    }
-}
-
 /// Makes the coordinator able to answer: `__transaction_state` exists (created on first
 /// use), and on one node its partitions are coordinated here (a topic just created holds no
 /// state to load). In a cluster the partitions' leaders load them (`group::loader::became_leader`).
-pub async fn ensure_ready(b: &Broker) -> Result<(), i16> {
-    let topic = store::ensure_topic(&*b.internal_topics, &b.config.txn).await?;
-    if b.cluster().is_none() && !b.txns.has_partitions() {
-        loader::load_all(&b.txns, &topic).map_err(|e| {
+pub async fn ensure_ready(
+    txns: &Arc<Coordinator>,
+    topics: &dyn InternalTopics,
+    settings: &TxnSettings,
+    one_node: bool,
+) -> Result<(), i16> {
+    let topic = store::ensure_topic(topics, settings).await?;
+    if one_node && !txns.has_partitions() {
+        loader::load_all(txns, &topic).map_err(|e| {
             warn!("cannot load {}: {e:#}", store::TOPIC);
             state::COORDINATOR_NOT_AVAILABLE
         })?;

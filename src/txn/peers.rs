@@ -14,8 +14,8 @@ use anyhow::{Result, anyhow};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::broker::Broker;
 use crate::cluster::fetcher::conn::LeaderConn;
+use crate::net::client::InterBroker;
 
 /// What a connection is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,24 +27,40 @@ pub enum Purpose {
 
 type Conn = Arc<tokio::sync::Mutex<Option<LeaderConn>>>;
 
-#[derive(Default)]
+/// Where the other brokers are: a broker id's inter-broker listener address, from the
+/// metadata image (None on one node, or for a broker not registered).
+pub type Addresses = Box<dyn Fn(i32) -> Option<String> + Send + Sync>;
+
 pub struct Peers {
     conns: std::sync::Mutex<HashMap<(i32, Purpose), Conn>>,
+    node_id: i32,
+    /// The largest response frame read (`socket.request.max.bytes`).
+    max_frame: usize,
+    /// The inter-broker listener's security, as a client.
+    security: InterBroker,
+    addresses: Addresses,
 }
 
 impl Peers {
-    /// The inter-broker listener address of broker `id`, from the metadata image.
-    pub fn address(b: &Broker, id: i32) -> Option<String> {
-        let c = b.cluster()?;
-        let img = c.image();
-        crate::cluster::node::replicas::addresses(&img, &c.config.inter_broker_listener).remove(&id)
+    pub fn new(
+        node_id: i32,
+        max_frame: usize,
+        security: InterBroker,
+        addresses: Addresses,
+    ) -> Peers {
+        Peers {
+            conns: Default::default(),
+            node_id,
+            max_frame,
+            security,
+            addresses,
+        }
     }
 
     /// Sends `req` (`api`: its key and version) to broker `id` and reads its response
     /// (within `timeout`).
     pub async fn call<Req: Encodable, Resp: Decodable>(
         &self,
-        b: &Broker,
         (id, purpose): (i32, Purpose),
         (key, version): (ApiKey, i16),
         req: &Req,
@@ -64,15 +80,19 @@ impl Peers {
         // may be repeated; a console's test record (Produce) is not, lest it be written twice.
         let reused = conn.is_some() && key != ApiKey::Produce;
         let started = std::time::Instant::now();
-        let r = Self::call_on(b, &mut conn, (id, purpose), (key, version), req, timeout).await;
+        let r = self
+            .call_on(&mut conn, (id, purpose), (key, version), req, timeout)
+            .await;
         if r.is_err() && reused && started.elapsed() < timeout {
-            return Self::call_on(b, &mut conn, (id, purpose), (key, version), req, timeout).await;
+            return self
+                .call_on(&mut conn, (id, purpose), (key, version), req, timeout)
+                .await;
         }
         r
     }
 
     async fn call_on<Req: Encodable, Resp: Decodable>(
-        b: &Broker,
+        &self,
         conn: &mut Option<LeaderConn>,
         (id, purpose): (i32, Purpose),
         (key, version): (ApiKey, i16),
@@ -80,20 +100,13 @@ impl Peers {
         timeout: Duration,
     ) -> Result<Resp> {
         if conn.is_none() {
-            let addr = Self::address(b, id).ok_or_else(|| anyhow!("no address for broker {id}"))?;
+            let addr = (self.addresses)(id).ok_or_else(|| anyhow!("no address for broker {id}"))?;
             let client_id = match purpose {
-                Purpose::Console => format!("sluice-console-{}", b.node_id()),
-                Purpose::Markers | Purpose::Verify => format!("sluice-txn-{}", b.node_id()),
+                Purpose::Console => format!("sluice-console-{}", self.node_id),
+                Purpose::Markers | Purpose::Verify => format!("sluice-txn-{}", self.node_id),
             };
-            *conn = Some(
-                LeaderConn::connect(
-                    &addr,
-                    client_id,
-                    b.config.socket_request_max_bytes,
-                    &b.inter_broker,
-                )
-                .await?,
-            );
+            *conn =
+                Some(LeaderConn::connect(&addr, client_id, self.max_frame, &self.security).await?);
         }
         let Some(c) = conn.as_mut() else {
             return Err(anyhow!("no connection to broker {id}"));

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use super::records;
 use super::state::Transit;
 use crate::clock::now_ms;
-use crate::cluster::internal_topic::{self, InternalTopic, InternalTopics};
+use crate::cluster::internal_topic::{InternalTopic, InternalTopics};
 use crate::cluster::partition::AckOutcome;
 use crate::cluster::{Partition, PartitionError, TopicInfo};
 use crate::config::TxnSettings;
@@ -161,19 +161,15 @@ pub async fn ensure_topic(
     topics: &dyn InternalTopics,
     s: &TxnSettings,
 ) -> Result<Arc<TopicInfo>, i16> {
-    let configs = internal_topic::configs(&[
+    let configs = [
         ("cleanup.policy", "compact".to_string()),
         ("min.insync.replicas", s.min_isr.to_string()),
         ("segment.bytes", s.segment_bytes.to_string()),
         ("unclean.leader.election.enable", "false".to_string()),
-    ]);
+    ];
+    let (n, rf) = (s.num_partitions, s.replication_factor);
     topics
-        .ensure(InternalTopic {
-            name: TOPIC,
-            num_partitions: s.num_partitions,
-            replication_factor: s.replication_factor,
-            configs,
-        })
+        .ensure(InternalTopic::new(TOPIC, n, rf, &configs))
         .await
 }
 

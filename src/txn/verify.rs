@@ -297,7 +297,6 @@ async fn ask(
     let resp: AddPartitionsToTxnResponse = match b
         .peers
         .call(
-            b,
             (coordinator, Purpose::Verify),
             (ApiKey::AddPartitionsToTxn, VERSION),
             &req,

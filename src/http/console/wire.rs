@@ -89,7 +89,6 @@ pub async fn forward<Req: Encodable, Resp: Decodable>(
     broker
         .peers
         .call(
-            broker,
             (node, Purpose::Console),
             (key, version),
             req,

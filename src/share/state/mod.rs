@@ -26,7 +26,7 @@ use kafka_protocol::ResponseError as E;
 use tracing::{info, warn};
 
 use crate::clock::now_ms;
-use crate::cluster::internal_topic::{self, InternalTopic, InternalTopics};
+use crate::cluster::internal_topic::{InternalTopic, InternalTopics};
 use crate::cluster::{Partition, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::replay::Entry;
@@ -137,20 +137,16 @@ impl ShareStates {
 
     /// `__share_group_state`, created on first use as Kafka's share coordinator creates it.
     pub async fn ensure_topic(&self) -> Result<Arc<TopicInfo>, i16> {
-        let configs = internal_topic::configs(&[
+        let configs = [
             ("cleanup.policy", "delete".to_string()),
             ("compression.type", "producer".to_string()),
             ("segment.bytes", self.cfg.segment_bytes.to_string()),
             ("min.insync.replicas", self.cfg.min_isr.to_string()),
             ("retention.ms", "-1".to_string()),
-        ]);
+        ];
+        let (n, rf) = (self.cfg.num_partitions, self.cfg.replication_factor);
         self.topics
-            .ensure(InternalTopic {
-                name: TOPIC,
-                num_partitions: self.cfg.num_partitions,
-                replication_factor: self.cfg.replication_factor,
-                configs,
-            })
+            .ensure(InternalTopic::new(TOPIC, n, rf, &configs))
             .await
     }
 
