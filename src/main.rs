@@ -51,7 +51,7 @@ enum Command {
     },
     /// Inject, list and remove faults on a broker started with sluice.faults.enable=true
     /// (through its HTTP port).
-    Faults(sluice::faults::client::FaultsArgs),
+    Faults(Box<sluice::faults::client::FaultsArgs>),
 }
 
 /// `sluice faults`: the broker's JSON answer on stdout, or its refusal on stderr (exit 1).

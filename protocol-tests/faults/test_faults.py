@@ -366,6 +366,26 @@ def group_coordinator_load():
     clear()
 
 
+@S.scenario("node-down", timeout=90)
+def node_down():
+    clear()
+    topic = create_topic(topic_name("down"))
+    p = producer()
+    check(produce_all(p, topic, ["before"]) is None, "delivery failed")
+    rc, out, _ = cli("add", "--down-ms", "3000")
+    check(rc == 0, "cli add --down-ms exit %d" % rc)
+    down = json.loads(out)
+    check(down["api"] == "*" and down["duration_ms"] == 3000 and down["count"] is None,
+          "down fault %s" % down)
+    values = ["n-%d" % i for i in range(300)]
+    errors = produce_all(p, topic, values)
+    check(errors is None, "delivery errors: %s" % errors)
+    listed = fault(down["id"])
+    check(listed["fired"] >= 1 and not listed["live"], "the down fault %s" % listed)
+    exactly_once(["before"] + values, read_all(topic))
+    clear()
+
+
 # ---- off: no flag ------------------------------------------------------------------------
 
 
@@ -407,7 +427,7 @@ def super_user_only():
 
 PHASES = {
     "main": ["api", "produce-retries", "close-after-produce", "delay-produce",
-             "fetch-out-of-range", "group-coordinator-load"],
+             "fetch-out-of-range", "group-coordinator-load", "node-down"],
     "off": ["refused-without-flag"],
     "secure": ["super-user-only"],
 }

@@ -175,9 +175,10 @@ pub struct FaultsArgs {
 pub enum FaultsCommand {
     /// Inject a fault; prints it with its id.
     Add {
-        /// The API key, by name (Produce, JoinGroup, ...) or number.
+        /// The API key, by name (Produce, JoinGroup, ...) or number; `*` (or none) is every
+        /// key.
         #[arg(long, value_name = "KEY")]
-        api: String,
+        api: Option<String>,
         /// Answer with this error (name, e.g. NOT_LEADER_OR_FOLLOWER, or code).
         #[arg(long, value_name = "ERROR", group = "kind")]
         error: Option<String>,
@@ -187,6 +188,12 @@ pub enum FaultsCommand {
         /// Close the connection `before` the request is applied or `after`.
         #[arg(long, value_name = "WHEN", group = "kind")]
         close: Option<String>,
+        /// Answer no request for this many milliseconds (every connection is closed).
+        #[arg(long, value_name = "MS", group = "kind")]
+        down_ms: Option<u64>,
+        /// Fire only for this many milliseconds from now.
+        #[arg(long, value_name = "MS")]
+        for_ms: Option<u64>,
         /// How many requests it fires on (default 1 for errors and closes, every request
         /// for delays).
         #[arg(long, value_name = "N", conflicts_with = "every")]
@@ -232,6 +239,8 @@ impl FaultsArgs {
                 error,
                 delay_ms,
                 close,
+                down_ms,
+                for_ms,
                 count,
                 every,
                 topic,
@@ -239,11 +248,13 @@ impl FaultsArgs {
                 client_id,
             } => {
                 let mut spec = serde_json::Map::new();
-                let api = match api.parse::<i64>() {
-                    Ok(n) => Value::from(n),
-                    Err(_) => Value::from(api.as_str()),
-                };
-                spec.insert("api_key".into(), api);
+                if let Some(api) = api {
+                    let api = match api.parse::<i64>() {
+                        Ok(n) => Value::from(n),
+                        Err(_) => Value::from(api.as_str()),
+                    };
+                    spec.insert("api_key".into(), api);
+                }
                 if let Some(e) = error {
                     spec.insert("kind".into(), "error".into());
                     let e = match e.parse::<i64>() {
@@ -257,8 +268,14 @@ impl FaultsArgs {
                 } else if let Some(w) = close {
                     spec.insert("kind".into(), "close".into());
                     spec.insert("when".into(), w.as_str().into());
+                } else if let Some(d) = down_ms {
+                    spec.insert("kind".into(), "down".into());
+                    spec.insert("duration_ms".into(), (*d).into());
                 } else {
-                    bail!("say what the fault does: --error, --delay-ms or --close");
+                    bail!("say what the fault does: --error, --delay-ms, --close or --down-ms");
+                }
+                if let Some(d) = for_ms {
+                    spec.insert("duration_ms".into(), (*d).into());
                 }
                 if *every {
                     spec.insert("count".into(), Value::Null);

@@ -4,7 +4,11 @@
 //!
 //! - `error`: answer with a Kafka error code instead of applying the request;
 //! - `delay`: hold the response back for some milliseconds;
-//! - `close`: close the connection, before the request is applied or after it (no response).
+//! - `close`: close the connection, before the request is applied or after it (no response);
+//! - `down`: for a while, every request closes its connection unanswered (a node that does
+//!   not answer), shorthand for a `close` of every key with a duration.
+//!
+//! Any fault may also last only `duration_ms` from when it is added.
 //!
 //! This module is the pure part: what a fault is, how it is parsed from JSON and written
 //! back, and which fault a request fires. The request path (`api`) asks [`Registry::fire`]
@@ -16,7 +20,7 @@ mod names;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -51,14 +55,20 @@ pub struct Filter {
     pub client_id: Option<String>,
 }
 
+/// The `api_key` of a fault that matches requests of every key (`"*"`).
+pub const ANY_KEY: i16 = -1;
+
 /// A fault as asked for (`POST /faults`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
+    /// The key it matches, or [`ANY_KEY`].
     pub api_key: i16,
     pub action: Action,
     pub filter: Filter,
     /// How many requests it fires on; None: every matching request until removed.
     pub count: Option<u64>,
+    /// How long after it is added it fires; None: until spent or removed.
+    pub lasts: Option<Duration>,
 }
 
 /// A fault in the registry.
@@ -68,12 +78,14 @@ pub struct Fault {
     pub spec: Spec,
     /// How many requests it fired on.
     pub fired: u64,
+    /// When it stops firing (added + `lasts`).
+    pub until: Option<Instant>,
 }
 
 impl Fault {
-    /// Whether it still fires.
-    pub fn live(&self) -> bool {
-        self.spec.count.is_none_or(|n| self.fired < n)
+    /// Whether it still fires at `now`.
+    pub fn live_at(&self, now: Instant) -> bool {
+        self.spec.count.is_none_or(|n| self.fired < n) && self.until.is_none_or(|u| now < u)
     }
 
     /// The fault as `GET /faults` lists it.
@@ -82,8 +94,9 @@ impl Fault {
         let mut v = json!({
             "id": self.id,
             "api_key": s.api_key,
-            "api": api_name(s.api_key),
+            "api": if s.api_key == ANY_KEY { Some("*".to_string()) } else { api_name(s.api_key) },
             "count": s.count,
+            "live": self.live_at(Instant::now()),
             "fired": self.fired,
             "remaining": s.count.map(|n| n.saturating_sub(self.fired)),
         });
@@ -118,6 +131,9 @@ impl Fault {
         if let Some(p) = s.filter.partition {
             o.insert("partition".into(), json!(p));
         }
+        if let Some(d) = s.lasts {
+            o.insert("duration_ms".into(), json!(d.as_millis() as u64));
+        }
         v
     }
 }
@@ -133,14 +149,16 @@ const FIELDS: &[&str] = &[
     "topic",
     "partition",
     "client_id",
+    "duration_ms",
 ];
 
 impl Spec {
     /// Reads a fault from its JSON form:
     /// `{"api_key": "Produce" | 0, "kind": "error" | "delay" | "close", "error":
     /// "NOT_LEADER_OR_FOLLOWER" | 6, "delay_ms": 500, "when": "before" | "after", "count": 2,
-    /// "topic": "t", "partition": 0, "client_id": "c"}`. `count` defaults to 1 for `error`
-    /// and `close` and to every request for `delay`; `null` is every request.
+    /// "topic": "t", "partition": 0, "client_id": "c", "duration_ms": 5000}`. `count`
+    /// defaults to 1 for `error` and `close` and to every request for `delay` and `down`;
+    /// `null` is every request. `api_key` `"*"` (the default for `down`) is every key.
     pub fn from_json(v: &Value) -> Result<Spec, String> {
         let o = v.as_object().ok_or("a fault is a JSON object")?;
         if let Some(k) = o.keys().find(|k| !FIELDS.contains(&k.as_str())) {
@@ -149,10 +167,16 @@ impl Spec {
                 FIELDS.join(", ")
             ));
         }
+        let kind = o
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or("kind is missing: \"error\", \"delay\", \"close\" or \"down\"")?;
         let api_key = match o.get("api_key") {
+            None if kind == "down" => ANY_KEY,
             None => {
                 return Err("api_key is missing (a name such as \"Produce\" or a number)".into());
             }
+            Some(Value::String(s)) if s == "*" => ANY_KEY,
             Some(Value::Number(n)) => n
                 .as_i64()
                 .and_then(|n| i16::try_from(n).ok())
@@ -163,10 +187,6 @@ impl Spec {
             }
             Some(_) => return Err("api_key is a name or a number".into()),
         };
-        let kind = o
-            .get("kind")
-            .and_then(Value::as_str)
-            .ok_or("kind is missing: \"error\", \"delay\" or \"close\"")?;
         let only_for = |field: &str, kind_of: &str| -> Result<(), String> {
             match o.get(field) {
                 Some(_) if kind != kind_of => Err(format!("{field} is only for kind {kind_of:?}")),
@@ -200,6 +220,7 @@ impl Spec {
                     .ok_or("delay_ms is missing (milliseconds, at least 0)")?;
                 Action::Delay(Duration::from_millis(ms))
             }
+            "down" => Action::Close(When::BeforeApply),
             "close" => Action::Close(match o.get("when").map(|w| w.as_str()) {
                 None | Some(Some("before")) => When::BeforeApply,
                 Some(Some("after")) => When::AfterApply,
@@ -207,7 +228,7 @@ impl Spec {
             }),
             other => {
                 return Err(format!(
-                    "kind {other:?} is not one of \"error\", \"delay\", \"close\""
+                    "kind {other:?} is not one of \"error\", \"delay\", \"close\", \"down\""
                 ));
             }
         };
@@ -234,9 +255,23 @@ impl Spec {
         if filter.partition.is_some() && filter.topic.is_none() {
             return Err("partition needs topic".into());
         }
+        if api_key == ANY_KEY && matches!(action, Action::Error(_)) {
+            return Err("an error fault names its api_key (the response is of that key)".into());
+        }
+        let lasts = match o.get("duration_ms") {
+            None | Some(Value::Null) if kind == "down" => {
+                return Err("duration_ms is missing (how long the node does not answer)".into());
+            }
+            None | Some(Value::Null) => None,
+            Some(d) => {
+                Some(Duration::from_millis(d.as_u64().filter(|&d| d > 0).ok_or(
+                    "duration_ms is a number of milliseconds, at least 1",
+                )?))
+            }
+        };
         let count = match o.get("count") {
-            None => match action {
-                Action::Delay(_) => None,
+            None => match kind {
+                "delay" | "down" => None,
                 _ => Some(1),
             },
             Some(Value::Null) => None,
@@ -251,6 +286,7 @@ impl Spec {
             action,
             filter,
             count,
+            lasts,
         })
     }
 }
@@ -282,8 +318,8 @@ struct Inner {
 }
 
 impl Inner {
-    fn live(&self) -> usize {
-        self.faults.iter().filter(|f| f.live()).count()
+    fn live(&self, now: Instant) -> usize {
+        self.faults.iter().filter(|f| f.live_at(now)).count()
     }
 }
 
@@ -305,22 +341,28 @@ impl Registry {
         self.live.load(Ordering::Acquire) == 0
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+    fn with<T>(&self, now: Instant, f: impl FnOnce(&mut Inner) -> T) -> T {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let out = f(&mut inner);
-        self.live.store(inner.live(), Ordering::Release);
+        self.live.store(inner.live(now), Ordering::Release);
         out
     }
 
     /// Adds a fault; None when injection is off.
     pub fn add(&self, spec: Spec) -> Option<Fault> {
+        self.add_at(spec, Instant::now())
+    }
+
+    /// Adds a fault at `now` (its duration counts from then).
+    pub fn add_at(&self, spec: Spec, now: Instant) -> Option<Fault> {
         if !self.enabled {
             return None;
         }
-        Some(self.with(|i| {
+        Some(self.with(now, |i| {
             i.next_id += 1;
             let f = Fault {
                 id: i.next_id,
+                until: spec.lasts.map(|d| now + d),
                 spec,
                 fired: 0,
             };
@@ -331,12 +373,12 @@ impl Registry {
 
     /// Every fault, live or spent, oldest first.
     pub fn list(&self) -> Vec<Fault> {
-        self.with(|i| i.faults.clone())
+        self.with(Instant::now(), |i| i.faults.clone())
     }
 
     /// Removes fault `id`; whether there was one.
     pub fn remove(&self, id: u64) -> bool {
-        self.with(|i| {
+        self.with(Instant::now(), |i| {
             let before = i.faults.len();
             i.faults.retain(|f| f.id != id);
             i.faults.len() < before
@@ -345,7 +387,7 @@ impl Registry {
 
     /// Removes every fault; how many there were.
     pub fn clear(&self) -> usize {
-        self.with(|i| std::mem::take(&mut i.faults).len())
+        self.with(Instant::now(), |i| std::mem::take(&mut i.faults).len())
     }
 
     /// The faults a request of `api_key` from `client_id` fires: the oldest live matching
@@ -358,11 +400,22 @@ impl Registry {
         client_id: Option<&str>,
         touches: &mut dyn FnMut(&str, Option<i32>) -> bool,
     ) -> Fired {
-        self.with(|i| {
+        self.fire_at(api_key, client_id, touches, Instant::now())
+    }
+
+    /// [`Registry::fire`] at `now`.
+    pub fn fire_at(
+        &self,
+        api_key: i16,
+        client_id: Option<&str>,
+        touches: &mut dyn FnMut(&str, Option<i32>) -> bool,
+        now: Instant,
+    ) -> Fired {
+        self.with(now, |i| {
             let mut fired = Fired::default();
             for f in i.faults.iter_mut() {
                 let s = &f.spec;
-                if s.api_key != api_key || !f.live() {
+                if (s.api_key != api_key && s.api_key != ANY_KEY) || !f.live_at(now) {
                     continue;
                 }
                 let is_delay = matches!(s.action, Action::Delay(_));

@@ -201,3 +201,31 @@ fn faults_are_removed_one_or_all() {
         3
     );
 }
+
+#[test]
+fn down_closes_every_request_for_its_duration() {
+    let s = spec(json!({"kind": "down", "duration_ms": 1000}));
+    assert_eq!(s.api_key, ANY_KEY);
+    assert_eq!(s.action, Action::Close(When::BeforeApply));
+    assert_eq!(s.count, None);
+    assert_eq!(s.lasts, Some(Duration::from_millis(1000)));
+    assert!(err(json!({"kind": "down"})).contains("duration_ms is missing"));
+    assert!(
+        err(json!({"api_key": "*", "kind": "error", "error": 6})).contains("names its api_key")
+    );
+    let r = Registry::new(true);
+    let t0 = std::time::Instant::now();
+    let f = r.add_at(s, t0).unwrap();
+    assert_eq!(f.to_json()["api"], "*");
+    for key in [0, 1, 18] {
+        let got = r.fire_at(key, None, &mut no_topic, t0 + Duration::from_millis(999));
+        assert_eq!(got.outcome, Some(Action::Close(When::BeforeApply)));
+    }
+    let later = t0 + Duration::from_millis(1000);
+    assert_eq!(r.fire_at(0, None, &mut no_topic, later), Fired::default());
+    assert!(r.idle());
+    assert_eq!(r.list()[0].fired, 3);
+    // Any kind may last a while.
+    let d = spec(json!({"api_key": "*", "kind": "delay", "delay_ms": 5, "duration_ms": 10}));
+    assert_eq!(d.lasts, Some(Duration::from_millis(10)));
+}
