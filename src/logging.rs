@@ -30,6 +30,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::clock",
     "sluice::cluster",
     "sluice::config",
+    "sluice::faults",
     "sluice::group",
     "sluice::health",
     "sluice::http",
