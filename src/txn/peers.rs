@@ -87,6 +87,7 @@ impl Peers {
             };
             *conn = Some(
                 LeaderConn::connect(
+                    id,
                     &addr,
                     client_id,
                     b.config.socket_request_max_bytes,
