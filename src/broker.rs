@@ -57,10 +57,20 @@ pub struct Broker {
 impl Broker {
     /// Opens the log dirs. In a cluster, `cluster_id` is the id the metadata quorum agreed on.
     pub fn open(config: BrokerConfig, cluster_id: Option<&str>) -> Result<Arc<Broker>> {
+        Broker::open_gated(config, cluster_id, Default::default())
+    }
+
+    /// [`Broker::open`], the connections to the other brokers through `gate`.
+    pub fn open_gated(
+        config: BrokerConfig,
+        cluster_id: Option<&str>,
+        gate: crate::net::gate::Gate,
+    ) -> Result<Arc<Broker>> {
         let config = Arc::new(config);
         // The client side of the inter-broker listener: bad keys stop start-up here, before
         // any data is opened.
-        let inter_broker = crate::net::client::InterBroker::load(&config)?;
+        let mut inter_broker = crate::net::client::InterBroker::load(&config)?;
+        inter_broker.gate = gate;
         let controller = Controller::open(config.clone(), cluster_id)?;
         let advertised = config.advertised_endpoints();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;

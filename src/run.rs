@@ -26,6 +26,7 @@ use crate::cluster::node;
 use crate::config::BrokerConfig;
 use crate::http::HttpState;
 use crate::log::DirLock;
+use crate::net::gate::Gate;
 use crate::net::server;
 
 /// A started node.
@@ -44,7 +45,13 @@ pub struct Running {
 
 /// Starts the node `config` describes on the current tokio runtime. An error says what
 /// stopped start-up (a bad key, a port in use, a log dir another process holds).
-pub async fn start(mut config: BrokerConfig) -> Result<Running> {
+pub async fn start(config: BrokerConfig) -> Result<Running> {
+    start_gated(config, Gate::default()).await
+}
+
+/// [`start`], the node's connections with the other nodes of its cluster (the quorum's, the
+/// inter-broker client's) through `gate`, which its owner may close to cut them.
+pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running> {
     // Keys and certificates are read before anything else: a bad one stops start-up at once.
     let tls = server::tls_for(&config)?;
     let sockets = server::bind_all(&config.listeners).await?;
@@ -73,7 +80,10 @@ pub async fn start(mut config: BrokerConfig) -> Result<Running> {
         .collect();
     let quorum = match &config.cluster {
         None => None,
-        Some(_) => Some(node::start_quorum(&config, stored_cluster_id(&config)?).await?),
+        Some(_) => {
+            let stored = stored_cluster_id(&config)?;
+            Some(node::start_quorum(&config, stored, gate.clone()).await?)
+        }
     };
     let cluster_id = match &quorum {
         Some(q) => Some(node::wait_for_cluster_id(q).await),
@@ -120,7 +130,7 @@ pub async fn start(mut config: BrokerConfig) -> Result<Running> {
         return Ok(running);
     }
     let log_dirs = config.log_dirs.clone();
-    let broker = Broker::open(config, cluster_id.as_deref())
+    let broker = Broker::open_gated(config, cluster_id.as_deref(), gate)
         .map_err(|e| anyhow!("{e:#}{}", fd_limit_hint(&e, &log_dirs)))?;
     if let Some(q) = quorum {
         let _ = broker.cluster.set(node::ClusterNode::start(q, &broker));

@@ -2,7 +2,9 @@
 //! librdkafka's command-line tool). One broker started blocking and one on the test's tokio
 //! runtime; a stopped broker has closed its listener and released its data dir, which a new
 //! one then serves; a cluster of three whose leader is killed while an acks=all producer
-//! writes, then restarted, with every acknowledged record read back.
+//! writes, then restarted, with every acknowledged record read back; a leader isolated from
+//! the other nodes, replaced for the clients of the others, then healed, with every
+//! acknowledged record read back.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -78,6 +80,29 @@ fn records(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
+/// Three nodes; topics replicated to all three, acks=all needing two.
+fn replicated_cluster() -> Cluster {
+    Cluster::start_with(
+        3,
+        &[
+            ("default.replication.factor", "3"),
+            ("min.insync.replicas", "2"),
+        ],
+    )
+    .unwrap()
+}
+
+/// The client addresses of every node but `id`.
+fn others(cluster: &Cluster, id: i32) -> String {
+    let all: Vec<String> = cluster
+        .node_ids()
+        .into_iter()
+        .filter(|n| *n != id)
+        .map(|n| cluster.node_bootstrap(n))
+        .collect();
+    all.join(",")
+}
+
 #[test]
 fn a_broker_serves_kcat() {
     let broker = Broker::start().unwrap();
@@ -140,28 +165,15 @@ fn a_stopped_broker_releases_its_port_and_its_dir() {
 
 #[test]
 fn a_killed_leader_loses_nothing_acknowledged() {
-    let mut cluster = Cluster::start_with(
-        3,
-        &[
-            ("default.replication.factor", "3"),
-            ("min.insync.replicas", "2"),
-        ],
-    )
-    .unwrap();
+    let mut cluster = replicated_cluster();
     let topic = "failover";
     let mut sent = records("before", 200);
     produce(&cluster.bootstrap(), topic, &sent);
     let leader = cluster.leader(topic, 0).expect("a leader");
     cluster.kill(leader);
     // Acknowledged by the two others while the leader is down.
-    let others: Vec<String> = cluster
-        .node_ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .map(|id| cluster.node_bootstrap(id))
-        .collect();
     let during = records("during", 200);
-    produce(&others.join(","), topic, &during);
+    produce(&others(&cluster, leader), topic, &during);
     sent.extend(during);
     cluster.restart(leader).unwrap();
     assert_eq!(consume_all(&cluster.bootstrap(), topic, sent.len()), sent);
@@ -169,5 +181,73 @@ fn a_killed_leader_loses_nothing_acknowledged() {
     assert_eq!(
         consume_all(&cluster.node_bootstrap(leader), topic, sent.len()),
         sent
+    );
+}
+
+/// The leader of `topic`'s partition 0 in the metadata `bootstrap` answers (kcat -L).
+fn leader_via(bootstrap: &str, topic: &str) -> Option<i32> {
+    let out = Command::new("kcat")
+        .args(["-b", bootstrap, "-L", "-t", topic, "-m", "5"])
+        .output()
+        .ok()?;
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let line = listing
+        .lines()
+        .find(|l| l.contains("partition 0, leader "))?;
+    line.split("leader ")
+        .nth(1)?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[test]
+fn an_isolated_leader_is_replaced_and_loses_nothing_acknowledged() {
+    let cluster = replicated_cluster();
+    let topic = "isolation";
+    let mut acked = records("before", 100);
+    produce(&cluster.bootstrap(), topic, &acked);
+    let old = cluster.leader(topic, 0).expect("a leader");
+    let others = others(&cluster, old);
+    cluster.isolate(old);
+    // Clients of the other nodes see a new leader once the old one's session has expired.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let new = loop {
+        match leader_via(&others, topic) {
+            Some(l) if l != old => break l,
+            _ => assert!(Instant::now() < deadline, "no new leader"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_ne!(new, old);
+    let during = records("during", 100);
+    produce(&others, topic, &during);
+    acked.extend(during);
+    // The isolated node still answers its clients but cannot acknowledge an acks=all write.
+    let mut child = Command::new("kcat")
+        .args(["-b", &cluster.node_bootstrap(old), "-P", "-t", topic])
+        .args(["-X", "acks=all", "-X", "message.timeout.ms=3000"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "isolated-0").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && !stderr.contains("Delivery failed") {
+        acked.push("isolated-0".to_string());
+    }
+    cluster.heal();
+    let after = records("after", 100);
+    produce(&cluster.bootstrap(), topic, &after);
+    acked.extend(after);
+    let got = consume_all(&cluster.bootstrap(), topic, acked.len());
+    assert_eq!(got, acked);
+    // The healed node rejoins: through it alone the same records are read.
+    assert_eq!(
+        consume_all(&cluster.node_bootstrap(old), topic, acked.len()),
+        acked
     );
 }

@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use super::gate::Gate;
 use crate::config::BrokerConfig;
 use crate::security::sasl::client::ClientLogin;
 
@@ -32,6 +33,8 @@ pub struct InterBroker {
     tls: Option<Arc<rustls::ClientConfig>>,
     /// The SASL login, on a SASL inter-broker listener.
     pub sasl: Option<ClientLogin>,
+    /// The node's connection gate: the brokers it may reach.
+    pub gate: Gate,
 }
 
 impl std::fmt::Debug for InterBroker {
@@ -39,6 +42,7 @@ impl std::fmt::Debug for InterBroker {
         f.debug_struct("InterBroker")
             .field("tls", &self.tls.is_some())
             .field("sasl", &self.sasl)
+            .field("gate", &self.gate)
             .finish()
     }
 }
@@ -90,17 +94,26 @@ impl InterBroker {
             }
             _ => None,
         };
-        Ok(InterBroker { tls, sasl })
+        Ok(InterBroker {
+            tls,
+            sasl,
+            gate: Gate::default(),
+        })
     }
 
-    /// Connects to `addr` (`host:port`), with the TLS handshake when the listener runs over
-    /// TLS.
-    pub async fn open(&self, addr: &str) -> Result<Box<dyn Transport>> {
+    /// Connects to broker `peer` at `addr` (`host:port`), with the TLS handshake when the
+    /// listener runs over TLS; through the gate, which may refuse it or cut it later.
+    pub async fn open(&self, peer: i32, addr: &str) -> Result<Box<dyn Transport>> {
+        let cut = self
+            .gate
+            .pass(peer)
+            .ok_or_else(|| anyhow!("cut off from broker {peer} (connection gate)"))?;
         let connect = async {
             let stream = TcpStream::connect(addr)
                 .await
                 .with_context(|| format!("connecting to {addr}"))?;
             stream.set_nodelay(true)?;
+            let stream = Gate::wrap(stream, cut);
             let Some(tls) = &self.tls else {
                 return Ok(Box::new(stream) as Box<dyn Transport>);
             };

@@ -135,7 +135,10 @@ impl BrokerBuilder {
             ),
         ];
         settings.extend(self.properties);
-        Ok((NodeThread::spawn(load_config(&settings)?)?, dir))
+        Ok((
+            NodeThread::spawn(load_config(&settings)?, Default::default())?,
+            dir,
+        ))
     }
 }
 

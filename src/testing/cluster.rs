@@ -8,6 +8,7 @@ use anyhow::{Result, bail};
 
 use super::node::{NodeThread, Starting};
 use super::{DataDir, load_config};
+use crate::net::gate::Gate;
 
 /// How long [`Cluster::start`] and [`Cluster::restart`] wait for the nodes to serve and to
 /// see each other.
@@ -16,7 +17,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// A replicated cluster for tests: `n` nodes with ids 1..=n, each a controller (a voter of
 /// the metadata quorum) and a broker, their data in one temporary directory deleted on drop.
 /// A test may [`kill`](Cluster::kill) a node (its tasks stop where they stand, as with
-/// `kill -9`) and [`restart`](Cluster::restart) it on its data and ports.
+/// `kill -9`), [`restart`](Cluster::restart) it on its data and ports, and
+/// [`isolate`](Cluster::isolate) it from the other nodes while clients still reach it, until
+/// [`heal`](Cluster::heal).
 ///
 /// ```no_run
 /// use sluice::testing::Cluster;
@@ -25,6 +28,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// let bootstrap = cluster.bootstrap(); // "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3"
 /// cluster.kill(2);
 /// cluster.restart(2)?;
+/// cluster.isolate(3);
+/// cluster.heal();
 /// # Ok::<(), anyhow::Error>(())
 /// ```
 pub struct Cluster {
@@ -38,6 +43,8 @@ struct Slot {
     port: u16,
     controller_port: u16,
     node: Option<NodeThread>,
+    /// The node's connection gate; it outlives restarts.
+    gate: Gate,
 }
 
 impl Cluster {
@@ -60,6 +67,7 @@ impl Cluster {
                     port: ports[2 * i],
                     controller_port: ports[2 * i + 1],
                     node: None,
+                    gate: Gate::default(),
                 })
                 .collect(),
             properties: properties
@@ -137,6 +145,27 @@ impl Cluster {
         Ok(())
     }
 
+    /// Cuts node `id` off from the other nodes, both ways: the quorum's RPCs (votes, metadata
+    /// log appends, requests to the active controller) and the inter-broker client's
+    /// connections (replica fetches, the transaction coordinator's requests) end at once and
+    /// are refused until [`Cluster::heal`]. Clients still reach every node. Applies to a
+    /// killed node once restarted.
+    pub fn isolate(&self, id: i32) {
+        for s in &self.nodes {
+            if s.id != id {
+                s.gate.close(id);
+                self.slot(id).gate.close(s.id);
+            }
+        }
+    }
+
+    /// Ends every isolation: all nodes may talk to each other again.
+    pub fn heal(&self) {
+        for s in &self.nodes {
+            s.gate.open_all();
+        }
+    }
+
     fn running(&self) -> impl Iterator<Item = i32> + '_ {
         self.nodes.iter().filter(|s| s.node.is_some()).map(|s| s.id)
     }
@@ -201,7 +230,7 @@ impl Cluster {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         settings.extend(self.properties.iter().cloned());
-        NodeThread::spawn(load_config(&settings)?)
+        NodeThread::spawn(load_config(&settings)?, node.gate.clone())
     }
 
     /// Waits until every running node lists every running node as an unfenced broker.

@@ -9,6 +9,7 @@ use anyhow::{Result, anyhow};
 use tokio::sync::oneshot;
 
 use crate::config::BrokerConfig;
+use crate::net::gate::Gate;
 
 /// How a node is asked to stop.
 enum Stop {
@@ -41,8 +42,9 @@ pub(super) struct NodeThread {
 }
 
 impl NodeThread {
-    /// Starts the node `config` describes on a new thread.
-    pub fn spawn(config: BrokerConfig) -> Result<Starting> {
+    /// Starts the node `config` describes on a new thread, its node-to-node connections
+    /// through `gate`.
+    pub fn spawn(config: BrokerConfig, gate: Gate) -> Result<Starting> {
         let (ready_tx, ready) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let name = format!("sluice-node-{}", config.node_id);
@@ -53,7 +55,7 @@ impl NodeThread {
             .build()?;
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || run(runtime, config, ready_tx, stop_rx))?;
+            .spawn(move || run(runtime, config, gate, ready_tx, stop_rx))?;
         Ok(Starting {
             ready,
             node: NodeThread {
@@ -150,11 +152,12 @@ impl NodeThread {
 fn run(
     runtime: tokio::runtime::Runtime,
     config: BrokerConfig,
+    gate: Gate,
     ready: oneshot::Sender<Result<Ready>>,
     stop: oneshot::Receiver<Stop>,
 ) -> Result<()> {
     let result = runtime.block_on(async move {
-        let node = match crate::run::start(config).await {
+        let node = match crate::run::start_gated(config, gate).await {
             Ok(n) => n,
             Err(e) => {
                 let _ = ready.send(Err(e));

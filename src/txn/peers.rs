@@ -105,8 +105,9 @@ impl Peers {
                 Purpose::Console => format!("sluice-console-{}", self.node_id),
                 Purpose::Markers | Purpose::Verify => format!("sluice-txn-{}", self.node_id),
             };
-            *conn =
-                Some(LeaderConn::connect(&addr, client_id, self.max_frame, &self.security).await?);
+            *conn = Some(
+                LeaderConn::connect(id, &addr, client_id, self.max_frame, &self.security).await?,
+            );
         }
         let Some(c) = conn.as_mut() else {
             return Err(anyhow!("no connection to broker {id}"));

@@ -46,15 +46,16 @@ pub struct LeaderConn {
 }
 
 impl LeaderConn {
-    /// Connects to `addr` (`host:port`) with the inter-broker `security`, logged in when it
-    /// has a SASL login.
+    /// Connects to broker `peer` at `addr` (`host:port`) with the inter-broker `security`,
+    /// logged in when it has a SASL login.
     pub async fn connect(
+        peer: i32,
         addr: &str,
         client_id: String,
         max_frame: usize,
         security: &InterBroker,
     ) -> Result<LeaderConn> {
-        let stream = security.open(addr).await?;
+        let stream = security.open(peer, addr).await?;
         let mut conn = LeaderConn {
             stream,
             client_id: StrBytes::from_string(client_id),

@@ -235,6 +235,7 @@ impl Session {
             let client_id = format!("broker-{}-fetcher-{}", self.cfg.local_id, self.leader);
             let limit = self.cfg.max_bytes.max(self.cfg.partition_max_bytes).max(0) as usize;
             let conn = LeaderConn::connect(
+                self.leader,
                 &self.addr,
                 client_id,
                 limit + FRAME_SLACK,

@@ -54,10 +54,12 @@ pub struct QuorumHandle {
 }
 
 /// Binds the controller listener (voters) or an ephemeral port on the inter-broker host
-/// (brokers only: the leader pushes the metadata log to learners) and starts the quorum.
+/// (brokers only: the leader pushes the metadata log to learners) and starts the quorum,
+/// its connections with the other nodes through `gate`.
 pub async fn start_quorum(
     config: &BrokerConfig,
     cluster_id: Option<String>,
+    gate: crate::net::gate::Gate,
 ) -> Result<QuorumHandle> {
     let cc = config.cluster.as_ref().expect("cluster mode");
     let listen: SocketAddr = match &cc.controller_listener {
@@ -105,6 +107,7 @@ pub async fn start_quorum(
         });
     }
     qc.cluster_id = cluster_id;
+    qc.gate = gate;
     qc.election_timeout = Duration::from_millis(cc.quorum_election_timeout_ms);
     qc.fetch_timeout = Duration::from_millis(cc.quorum_fetch_timeout_ms);
     qc.request_timeout = Duration::from_millis(cc.quorum_request_timeout_ms);

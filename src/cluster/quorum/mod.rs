@@ -172,6 +172,8 @@ pub struct QuorumConfig {
     pub max_frame_bytes: usize,
     /// Default deadline for [`Quorum::call_leader`] (Kafka's `controller.quorum.request.timeout.ms`).
     pub request_timeout: Duration,
+    /// The node's connection gate: the nodes its transport may talk to.
+    pub gate: crate::net::gate::Gate,
 }
 
 impl QuorumConfig {
@@ -198,6 +200,7 @@ impl QuorumConfig {
             max_record_bytes: 1 << 20,
             max_frame_bytes: 16 << 20,
             request_timeout: Duration::from_millis(2000),
+            gate: Default::default(),
         }
     }
 }

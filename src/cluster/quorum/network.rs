@@ -34,6 +34,7 @@ use super::types::{
     encode,
 };
 use super::{ControllerService, ServiceError};
+use crate::net::gate::Gate;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -92,6 +93,8 @@ pub struct Transport {
     /// This node's directory id, and each peer's as its last handshake told it.
     directory_id: [u8; 16],
     directories: Mutex<HashMap<NodeId, [u8; 16]>>,
+    /// The nodes this one may talk to; a connection with a node it closes to ends.
+    gate: Gate,
 }
 
 impl Transport {
@@ -101,8 +104,10 @@ impl Transport {
         state: Arc<StateFile>,
         voters: BTreeMap<NodeId, String>,
         directory_id: [u8; 16],
+        gate: Gate,
     ) -> Arc<Transport> {
         Arc::new(Transport {
+            gate,
             id,
             voters,
             directory_id,
@@ -279,6 +284,10 @@ impl Transport {
             .ok_or("closed before the handshake")?
             .map_err(|e| format!("bad handshake frame: {e}"))?;
         let hello: Hello = decode(&first).map_err(|e| format!("malformed handshake: {e}"))?;
+        let cut = self
+            .gate
+            .pass(hello.from as i32)
+            .ok_or_else(|| format!("cut off from node {} (connection gate)", hello.from))?;
         if hello.to == DISCOVER {
             let answer = Welcome::Voters {
                 cluster_id: self.cluster_id(),
@@ -323,6 +332,7 @@ impl Transport {
         let result = loop {
             let next = tokio::select! {
                 _ = self.cancel.cancelled() => break Ok(()),
+                _ = cut.cancelled() => break Err(format!("cut off from node {}", hello.from)),
                 n = reader.next() => n,
             };
             let frame = match next {
@@ -523,6 +533,10 @@ impl Peer {
 
     async fn connect(&self, transport: &Arc<Transport>) -> Result<Arc<Conn>, CallFailure> {
         let unreachable = |e: String| CallFailure::Unreachable(self.target, e);
+        let cut = transport
+            .gate
+            .pass(self.target as i32)
+            .ok_or_else(|| unreachable("cut off (connection gate)".into()))?;
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
             .await
             .map_err(|_| unreachable(format!("connect to {} timed out", self.addr)))?
@@ -594,6 +608,7 @@ impl Peer {
             loop {
                 let next = tokio::select! {
                     _ = c.closed.cancelled() => break,
+                    _ = cut.cancelled() => break,
                     n = reader.next() => n,
                 };
                 let frame = match next {

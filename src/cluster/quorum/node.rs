@@ -112,6 +112,7 @@ impl Quorum {
             state.clone(),
             config.voters.clone(),
             directory_id,
+            config.gate.clone(),
         );
         let network = NetworkFactory {
             transport: transport.clone(),
