@@ -24,6 +24,9 @@ from sluice import Broker, Cluster, SluiceError
 
 WAIT_S = 60
 
+# pytest's own fixture for running pytest on a test file written by the test
+pytest_plugins = ["pytester"]
+
 
 def create_topic_confluent(bootstrap, name, partitions, replicas=1, config=None):
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -219,6 +222,29 @@ def test_cluster_fixture_survives_a_killed_leader(sluice_cluster):
     assert cluster.is_running(leader)
     for node in cluster.node_ids():
         assert cluster.brokers_seen_by(node) == [1, 2, 3]
+
+
+def test_failed_test_report_shows_the_logs(pytester):
+    pytester.makepyfile(
+        """
+        def test_broker(sluice_broker):
+            assert sluice_broker.bootstrap_servers == "nowhere"
+
+        def test_cluster(sluice_cluster):
+            assert sluice_cluster.bootstrap_servers == "nowhere"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*sluice_broker log (last 40 lines)*",
+            "*sluice * started: node id 1,*",
+            "*sluice_cluster node 1 log (last 40 lines)*",
+            "*sluice_cluster node 3 log (last 40 lines)*",
+            "*sluice * started: node id 3,*",
+        ]
+    )
 
 
 # ---- the context managers ---------------------------------------------------------------------

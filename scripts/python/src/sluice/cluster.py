@@ -16,6 +16,11 @@ from ._errors import SluiceError
 from ._process import Properties
 
 
+_PORT_TRIES = 3
+# What a node logs when a port it was given is taken.
+_PORT_TAKEN = "Address already in use"
+
+
 def _free_ports(n: int) -> List[int]:
     """`n` distinct ports free on 127.0.0.1 (held together while chosen, so they differ)."""
     held = []
@@ -88,25 +93,31 @@ class Cluster:
         """Starts every node, then returns once each answers and lists all n brokers."""
         if self._root is not None:
             raise SluiceError("the cluster is already started")
+        binary = self._binary or find_binary()
+        # The ports are picked free, then bound by the nodes: another process may take one in
+        # between, and the cluster then starts again on other ports.
+        for attempt in range(1, _PORT_TRIES + 1):
+            try:
+                self._start_once(binary)
+                return self
+            except SluiceError as e:
+                if attempt == _PORT_TRIES or _PORT_TAKEN not in str(e):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, binary: str) -> None:
         ports = _free_ports(2 * self.size)
         self._nodes = [_Node(i + 1, ports[2 * i], ports[2 * i + 1]) for i in range(self.size)]
         self._root = tempfile.mkdtemp(prefix="sluice-cluster-")
-        binary = self._binary
         procs = []
-        try:
-            binary = binary or find_binary()
-            for node in self._nodes:
-                node.proc = _process.Process(
-                    binary,
-                    self._settings(node),
-                    os.path.join(self._root, f"node-{node.id}.log"),
-                    f"sluice cluster node {node.id}",
-                )
-                procs.append(node.proc)
-        except BaseException:
-            shutil.rmtree(self._root, ignore_errors=True)
-            self._root = None
-            raise
+        for node in self._nodes:
+            node.proc = _process.Process(
+                binary,
+                self._settings(node),
+                os.path.join(self._root, f"node-{node.id}.log"),
+                f"sluice cluster node {node.id}",
+            )
+            procs.append(node.proc)
         self._finalizer = weakref.finalize(self, _remove, procs, self._root)
         try:
             # Every node starts before any is waited for: the quorum forms once a majority runs.
@@ -119,7 +130,6 @@ class Cluster:
         except BaseException:
             self.stop()
             raise
-        return self
 
     def stop(self) -> None:
         """Kills every node and deletes the cluster's directory (no clean shutdown is needed
