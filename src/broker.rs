@@ -10,7 +10,8 @@ use tracing::info;
 
 use crate::clock::now_ms;
 use crate::cluster::internal_topic::{EnsureFuture, InternalTopic, InternalTopics};
-use crate::cluster::node::ClusterNode;
+use crate::cluster::metadata::MetadataImage;
+use crate::cluster::node::{ClusterNode, Reconciled, ReplicaHost};
 use crate::cluster::{Controller, TopicError, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
@@ -137,7 +138,7 @@ impl Broker {
                 txns: crate::txn::Coordinator::new(
                     txn_config,
                     Arc::new(crate::txn::store::TopicLog::new(internal_topics.clone())),
-                    Arc::new(crate::txn::markers::BrokerMarkers::new(me.clone())),
+                    Arc::new(crate::api::txn_markers::BrokerMarkers::new(me.clone())),
                     Arc::new(BrokerIds(me.clone())),
                 ),
                 share,
@@ -382,5 +383,40 @@ impl crate::txn::coordinator::ProducerIds for BrokerIds {
                 COORDINATOR_NOT_AVAILABLE
             })
         })
+    }
+}
+
+impl ReplicaHost for Broker {
+    fn replicas(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// A reconciled image: coordinators move with the leaderships of their internal
+    /// partitions (the group coordinator with `__consumer_offsets`'s, the transaction
+    /// coordinator with `__transaction_state`'s, the share coordinator with
+    /// `__share_group_state`'s).
+    fn on_replicas_changed(&self, img: &MetadataImage, r: Reconciled) {
+        let offsets = crate::group::store::TOPIC;
+        let txns = crate::txn::store::TOPIC;
+        let shares = crate::share::state::TOPIC;
+        for (topic, index) in r.stopped_leading {
+            if &*topic == offsets {
+                crate::group::loader::stopped_leading(&self.groups, index);
+            } else if &*topic == txns {
+                crate::txn::loader::stopped_leading(&self.txns, index);
+            } else if &*topic == shares {
+                crate::group::loader::PartitionLoads::unload(&*self.share_states, index);
+            }
+        }
+        let count = |name| img.topic(name).map_or(0, |t| t.partitions.len() as i32);
+        for p in r.became_leader {
+            if &*p.topic == offsets {
+                crate::group::loader::became_leader(&self.groups, p, count(offsets));
+            } else if &*p.topic == txns {
+                crate::group::loader::became_leader(&self.txns, p, count(txns));
+            } else if &*p.topic == shares {
+                crate::group::loader::became_leader(&self.share_states, p, count(shares));
+            }
+        }
     }
 }

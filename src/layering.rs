@@ -1,30 +1,13 @@
 //! The layers' rule, checked on the sources: nothing in the transport (`net`), the services
 //! (`group`, `txn`, `share`, `producer`, `faults`) or below them (`cluster`, `log`) imports
-//! the handlers (`crate::api`) or the wiring (`crate::broker`). [`DEBT`] lists the files that still do,
-//! each with what it reaches up for; it only shrinks: a file that no longer offends must leave
-//! it, and a new offender fails.
+//! the handlers (`crate::api`) or the wiring (`crate::broker`). What a lower layer needs from
+//! above reaches it as a narrow handle passed in at wiring time (a trait object or a callback).
 
 use std::path::{Path, PathBuf};
 
 /// The folders under src/ held to the rule.
 const LOWER: &[&str] = &[
     "net", "group", "txn", "share", "producer", "faults", "cluster", "log",
-];
-
-/// Files that still import `crate::api` or `crate::broker`, and why.
-const DEBT: &[(&str, &str)] = &[
-    (
-        "cluster/node/mod.rs",
-        "a Weak<Broker> to apply the metadata image",
-    ),
-    (
-        "txn/markers.rs",
-        "a Weak<Broker> and api::local_partition to write markers",
-    ),
-    (
-        "txn/verify.rs",
-        "the Broker's coordinator lookup and inter-broker client",
-    ),
 ];
 
 fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -67,22 +50,9 @@ fn lower_layers_do_not_import_api_or_broker() {
         }
     }
     offenders.sort();
-    let new: Vec<&String> = offenders
-        .iter()
-        .filter(|f| !DEBT.iter().any(|(d, _)| d == f))
-        .collect();
     assert!(
-        new.is_empty(),
-        "these files import crate::api or crate::broker: {new:?}"
-    );
-    let paid: Vec<&str> = DEBT
-        .iter()
-        .map(|(d, _)| *d)
-        .filter(|d| !offenders.iter().any(|f| f == d))
-        .collect();
-    assert!(
-        paid.is_empty(),
-        "no longer offending, take them off DEBT: {paid:?}"
+        offenders.is_empty(),
+        "these files import crate::api or crate::broker: {offenders:?}"
     );
 }
 

@@ -133,7 +133,15 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
     let broker = Broker::open_gated(config, cluster_id.as_deref(), gate)
         .map_err(|e| anyhow!("{e:#}{}", fd_limit_hint(&e, &log_dirs)))?;
     if let Some(q) = quorum {
-        let _ = broker.cluster.set(node::ClusterNode::start(q, &broker));
+        let host: std::sync::Weak<dyn node::ReplicaHost> = Arc::downgrade(&broker) as _;
+        let node = node::ClusterNode::start(
+            q,
+            &broker.config,
+            broker.advertised.clone(),
+            broker.inter_broker.clone(),
+            host,
+        );
+        let _ = broker.cluster.set(node);
     }
     broker.spawn_background();
     let _ = running.http.broker.set(broker.clone());

@@ -60,9 +60,9 @@ async fn apply(b: &Broker, changes: Changes) -> Result<(), (i16, String)> {
     let n = items.len();
     let want: Vec<(QuotaEntity, BTreeMap<String, Option<f64>>)> = changes;
     let applied = |c: &crate::cluster::node::ClusterNode| {
-        c.broker().is_some_and(|b| {
+        c.host().is_some_and(|b| {
             want.iter().all(|(e, set)| {
-                let have = b.controller.client_quotas.of(e);
+                let have = b.replicas().client_quotas.of(e);
                 set.iter().all(|(k, v)| have.get(k) == v.as_ref())
             })
         })

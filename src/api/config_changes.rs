@@ -276,8 +276,8 @@ pub async fn alter_topic(
             .collect(),
     );
     let applied = |c: &crate::cluster::node::ClusterNode| {
-        c.broker()
-            .and_then(|b| b.controller.topic(name))
+        c.host()
+            .and_then(|b| b.replicas().topic(name))
             .is_some_and(|t| changes.iter().all(|(k, v)| t.configs.get(k) == v.as_ref()))
     };
     let results = c.simple(req, changes.len(), applied).await;
@@ -343,8 +343,8 @@ pub async fn alter_broker(
             .collect(),
     );
     let applied = |c: &crate::cluster::node::ClusterNode| {
-        c.broker().is_some_and(|b| {
-            let d = b.controller.defaults();
+        c.host().is_some_and(|b| {
+            let d = b.replicas().defaults();
             let map = d.dynamic.map(broker);
             changes.iter().all(|(k, v)| map.get(k) == v.as_ref())
         })
@@ -416,8 +416,8 @@ pub async fn alter_group(
     );
     let n = changes.len();
     let applied = |c: &crate::cluster::node::ClusterNode| {
-        c.broker()
-            .is_some_and(|b| b.controller.group_configs.of(name) == after)
+        c.host()
+            .is_some_and(|b| b.replicas().group_configs.of(name) == after)
     };
     let results = c
         .simple(ControllerRequest::AlterGroupConfigs(changes), n, applied)

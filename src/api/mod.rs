@@ -91,7 +91,9 @@ pub mod sync_group;
 pub mod throttle;
 
 // Transactions.
+pub mod txn_markers;
 pub mod txn_offset_commit;
+pub mod txn_verify;
 
 /// What handlers ask of the request's context about the broker: quotas and authorization.
 impl RequestCtx {

@@ -28,7 +28,7 @@
 //! A compacted topic (cleanup.policy holds compact) refuses a record set holding records
 //! without a key: INVALID_RECORD, with Kafka's record errors and message (v8+).
 //!
-//! Transactional batches (KIP-890, `txn::verify`): where the producer has no transaction
+//! Transactional batches (KIP-890, `api::txn_verify`): where the producer has no transaction
 //! open, the partition is first verified with the transaction coordinator (v3-11: refused
 //! with INVALID_TXN_STATE if the producer did not add it; v11 may see
 //! TRANSACTION_ABORTABLE) or, v12+ (transaction version 2), added to the transaction by the
@@ -146,7 +146,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         return super::respond(&ctx, &refused(&req, v, code));
     }
     // KIP-890: transactional writes to partitions not (yet) in the transaction.
-    let unverified = crate::txn::verify::for_produce(&b, &req, v).await;
+    let unverified = super::txn_verify::for_produce(&b, &req, v).await;
     let mut resp = ProduceResponse::default();
     let mut scratch = BytesMut::new();
     let mut pending = Vec::new();
@@ -416,9 +416,11 @@ mod tests {
     /// assigned and `isr` in sync.
     async fn fixture(replicas: &[i32], isr: &[i32]) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let config =
-            BrokerConfig::from_pairs(vec![("log.dirs".into(), dir.path().display().to_string())])
-                .unwrap();
+        let config = BrokerConfig::from_pairs(vec![
+            ("log.dirs".into(), dir.path().display().to_string()),
+            ("sluice.metadata.quorum".into(), "file".into()),
+        ])
+        .unwrap();
         let broker = Broker::open(config, None).unwrap();
         let topic = broker
             .controller

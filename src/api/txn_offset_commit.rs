@@ -15,7 +15,7 @@
 //!   require_stable: UNSTABLE_OFFSET_COMMIT) until the producer's transaction marker commits
 //!   or aborts them.
 //!
-//! * KIP-890 (`txn::verify`): unless the producer has a transaction open in the group's
+//! * KIP-890 (`api::txn_verify`): unless the producer has a transaction open in the group's
 //!   partition, the transaction coordinator is asked whether that partition is in the
 //!   transaction (INVALID_TXN_STATE before v4, TRANSACTION_ABORTABLE from v4, if not) or, v5
 //!   (transaction version 2, whose clients send no AddOffsetsToTxn), adds it.
@@ -84,7 +84,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         }
     }
     if !resolved.offsets.is_empty()
-        && let Some(code) = crate::txn::verify::for_txn_offset_commit(
+        && let Some(code) = super::txn_verify::for_txn_offset_commit(
             &b,
             &req.transactional_id.0,
             &req.group_id.0,

@@ -28,7 +28,7 @@ use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::producer::TxnMarker;
-use crate::txn::markers::write_local;
+use super::txn_markers::write_local;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::WriteTxnMarkers,

@@ -26,7 +26,6 @@ pub mod state;
 pub mod store;
 #[cfg(test)]
 mod tests;
-pub mod verify;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -73,8 +73,8 @@ impl ClusterNode {
                 Ok(id) if !validate_only => {
                     let ok = self
                         .wait_applied(|c| {
-                            c.broker()
-                                .is_some_and(|b| b.controller.topic_by_id(&id).is_some())
+                            c.host()
+                                .is_some_and(|b| b.replicas().topic_by_id(&id).is_some())
                         })
                         .await;
                     if ok {
@@ -112,8 +112,8 @@ impl ClusterNode {
             .filter_map(|(c, r)| c.as_ref().ok().filter(|_| r.is_ok()))
             .collect();
         let applied = |c: &ClusterNode| {
-            c.broker().is_some_and(|b| {
-                let acls = b.controller.acls.snapshot();
+            c.host().is_some_and(|b| {
+                let acls = b.replicas().acls.snapshot();
                 accepted.iter().all(|a| acls.contains(*a))
             })
         };
@@ -138,8 +138,8 @@ impl ClusterNode {
         };
         let deleted: Vec<&AclBinding> = results.iter().flatten().flatten().collect();
         let applied = |c: &ClusterNode| {
-            c.broker().is_some_and(|b| {
-                let acls = b.controller.acls.snapshot();
+            c.host().is_some_and(|b| {
+                let acls = b.replicas().acls.snapshot();
                 deleted.iter().all(|a| !acls.contains(*a))
             })
         };
@@ -188,8 +188,8 @@ impl ClusterNode {
         };
         let accepted = |user: &str| results.iter().any(|r| r.0 == user && r.1 == 0);
         let applied = |c: &ClusterNode| {
-            let Some(b) = c.broker() else { return false };
-            let store = &b.controller.scram;
+            let Some(b) = c.host() else { return false };
+            let store = &b.replicas().scram;
             deletions.iter().filter(|d| accepted(&d.user)).all(|d| {
                 ScramMechanism::from_code(d.mechanism)
                     .is_none_or(|m| store.get(&d.user, m).is_none())
@@ -245,8 +245,8 @@ impl ClusterNode {
                 ControllerRequest::DeleteTopics(vec![name.to_string()]),
                 1,
                 |c| {
-                    c.broker().is_some_and(|b| {
-                        id.is_none_or(|id| b.controller.topic_by_id(&id).is_none())
+                    c.host().is_some_and(|b| {
+                        id.is_none_or(|id| b.replicas().topic_by_id(&id).is_none())
                     })
                 },
             )
@@ -273,8 +273,8 @@ impl ClusterNode {
                 1,
                 |c| {
                     validate_only
-                        || c.broker().is_some_and(|b| {
-                            b.controller
+                        || c.host().is_some_and(|b| {
+                            b.replicas()
                                 .topic(name)
                                 .is_some_and(|t| t.partition_count >= want)
                         })

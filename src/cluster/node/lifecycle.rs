@@ -50,11 +50,12 @@ pub fn swap_incarnation(dir: &Path, current: Uuid) -> Option<Uuid> {
 
 impl ClusterNode {
     fn registration(&self) -> Option<BrokerRegistration> {
-        let broker = self.broker.upgrade()?;
+        // Nothing to register once the broker is gone.
+        self.host.upgrade()?;
         Some(BrokerRegistration {
             broker_id: self.node_id,
             incarnation: self.incarnation,
-            endpoints: broker
+            endpoints: self
                 .advertised
                 .iter()
                 .map(|l| Endpoint {

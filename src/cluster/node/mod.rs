@@ -33,17 +33,27 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::broker::Broker;
 use crate::clock::now_ms;
-use crate::cluster::Partition;
+use crate::cluster::{Controller, Partition};
 use crate::cluster::control::active::{AlterIsr, ControlConfig, ineligible_members};
 use crate::cluster::fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};
 use crate::cluster::metadata::MetadataImage;
 use crate::cluster::quorum::{CallError, Quorum, QuorumConfig};
 use crate::config::{BrokerConfig, ClusterConfig};
 
-pub use replicas::Followed;
+pub use replicas::{Followed, Reconciled};
 pub use requests::{ControllerReply, ControllerRequest};
+
+/// What a cluster node needs of the broker it serves: the local replicas the metadata image
+/// is reconciled with, and who to tell when this broker starts or stops leading partitions
+/// (the coordinators of the internal topics). The broker implements it; the node holds it
+/// weakly, so a node outliving its broker stops following images.
+pub trait ReplicaHost: Send + Sync {
+    /// The local replicas (topics and partitions this broker holds).
+    fn replicas(&self) -> &Controller;
+    /// The image `img` was reconciled with the local replicas: `r` says what changed.
+    fn on_replicas_changed(&self, img: &MetadataImage, r: Reconciled);
+}
 
 /// The quorum part of a cluster node, started before the broker opens its logs (the cluster
 /// id must be known first).
@@ -261,7 +271,9 @@ pub struct ClusterNode {
     /// The producer id block from the controller: (next, end).
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     pub cancel: CancellationToken,
-    broker: Weak<Broker>,
+    host: Weak<dyn ReplicaHost>,
+    /// The broker's advertised listeners, as it registers them.
+    advertised: Vec<crate::config::Listener>,
     /// Whether the controller has unfenced this broker since it started (its metadata had
     /// caught up with its registration).
     unfenced: watch::Sender<bool>,
@@ -272,15 +284,21 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// Starts the broker's side: reconciling images with the local replicas, registration and
     /// heartbeats, ISR proposals, and the controller's timers.
-    pub fn start(q: QuorumHandle, broker: &Arc<Broker>) -> Arc<ClusterNode> {
-        let cc = broker.config.cluster.clone().expect("cluster mode");
+    pub fn start(
+        q: QuorumHandle,
+        config: &BrokerConfig,
+        advertised: Vec<crate::config::Listener>,
+        inter_broker: crate::net::client::InterBroker,
+        host: Weak<dyn ReplicaHost>,
+    ) -> Arc<ClusterNode> {
+        let cc = config.cluster.clone().expect("cluster mode");
         let (isr_tx, isr_rx) = mpsc::unbounded_channel();
         let broker_epoch = Arc::new(AtomicI64::new(-1));
         let cancel = CancellationToken::new();
         let incarnation = Uuid::new_v4();
         let previous_incarnation = lifecycle::swap_incarnation(&cc.metadata_log_dir, incarnation);
         let node = Arc::new(ClusterNode {
-            node_id: broker.config.node_id,
+            node_id: config.node_id,
             quorum: q.quorum.clone(),
             image: q.image.clone(),
             broker_epoch: broker_epoch.clone(),
@@ -291,19 +309,20 @@ impl ClusterNode {
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             fetchers: ReplicaFetchers::new(
                 FetcherConfig {
-                    local_id: broker.config.node_id,
+                    local_id: config.node_id,
                     max_bytes: cc.replica_fetch_response_max_bytes,
                     partition_max_bytes: cc.replica_fetch_max_bytes,
                     min_bytes: cc.replica_fetch_min_bytes,
                     max_wait_ms: cc.replica_fetch_wait_max_ms,
                     backoff_ms: cc.replica_fetch_backoff_ms,
-                    security: broker.inter_broker.clone(),
+                    security: inter_broker,
                 },
                 broker_epoch.clone(),
                 cancel.child_token(),
             ),
             cancel: cancel.clone(),
-            broker: Arc::downgrade(broker),
+            host,
+            advertised,
             config: cc.clone(),
             unfenced: watch::Sender::new(false),
             reconciled: watch::Sender::new(0),
@@ -372,8 +391,9 @@ impl ClusterNode {
         let _ = self.isr_tx.send(p.clone());
     }
 
-    pub fn broker(&self) -> Option<Arc<Broker>> {
-        self.broker.upgrade()
+    /// The broker this node serves, while it lives.
+    pub fn host(&self) -> Option<Arc<dyn ReplicaHost>> {
+        self.host.upgrade()
     }
 
     /// Resolves once this broker may serve requests: the controller has unfenced it (its
@@ -396,24 +416,24 @@ impl ClusterNode {
     async fn follow_images(self: Arc<Self>, mut images: watch::Receiver<Arc<MetadataImage>>) {
         loop {
             let img = images.borrow_and_update().clone();
-            let Some(broker) = self.broker() else {
+            let Some(host) = self.host() else {
                 return;
             };
             let me = self.node_id;
-            let b = broker.clone();
+            let h = host.clone();
             let img2 = img.clone();
             let done =
-                tokio::task::spawn_blocking(move || replicas::reconcile(&b.controller, &img2, me))
+                tokio::task::spawn_blocking(move || replicas::reconcile(h.replicas(), &img2, me))
                     .await;
             match done {
                 Ok(mut r) => {
                     self.follow(&img, std::mem::take(&mut r.followed));
-                    broker.on_replicas_changed(&img, r);
+                    host.on_replicas_changed(&img, r);
                 }
                 Err(e) => warn!("reconciling the metadata image failed: {e}"),
             }
             self.reconciled.send_replace(img.offset);
-            drop(broker);
+            drop(host);
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
                 r = images.changed() => if r.is_err() { return },
@@ -493,11 +513,11 @@ impl ClusterNode {
                 _ = self.cancel.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let Some(broker) = self.broker() else {
+            let Some(host) = self.host() else {
                 return;
             };
             let now = now_ms();
-            for t in broker.controller.topics() {
+            for t in host.replicas().topics() {
                 for p in &t.partitions {
                     if p.check_lagging(now, lag).is_some() {
                         self.propose_isr(p);
@@ -547,37 +567,6 @@ impl ClusterNode {
             })
             .collect();
         self.fetchers.update(targets, &addresses);
-    }
-}
-
-impl Broker {
-    /// A reconciled image: coordinators move with the leaderships of their internal
-    /// partitions (the group coordinator with `__consumer_offsets`'s, the transaction
-    /// coordinator with `__transaction_state`'s, the share coordinator with
-    /// `__share_group_state`'s).
-    fn on_replicas_changed(&self, img: &MetadataImage, r: replicas::Reconciled) {
-        let offsets = crate::group::store::TOPIC;
-        let txns = crate::txn::store::TOPIC;
-        let shares = crate::share::state::TOPIC;
-        for (topic, index) in r.stopped_leading {
-            if &*topic == offsets {
-                crate::group::loader::stopped_leading(&self.groups, index);
-            } else if &*topic == txns {
-                crate::txn::loader::stopped_leading(&self.txns, index);
-            } else if &*topic == shares {
-                crate::group::loader::PartitionLoads::unload(&*self.share_states, index);
-            }
-        }
-        let count = |name| img.topic(name).map_or(0, |t| t.partitions.len() as i32);
-        for p in r.became_leader {
-            if &*p.topic == offsets {
-                crate::group::loader::became_leader(&self.groups, p, count(offsets));
-            } else if &*p.topic == txns {
-                crate::group::loader::became_leader(&self.txns, p, count(txns));
-            } else if &*p.topic == shares {
-                crate::group::loader::became_leader(&self.share_states, p, count(shares));
-            }
-        }
     }
 }
 

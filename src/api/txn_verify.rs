@@ -24,9 +24,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
-use super::peers::Purpose;
-use super::state::*;
 use crate::broker::Broker;
+use crate::txn::peers::Purpose;
+use crate::txn::state::*;
 use crate::log::batch::BatchHeader;
 
 /// What a request's version lets the broker do with a partition not yet in the transaction
@@ -300,7 +300,7 @@ async fn ask(
             (coordinator, Purpose::Verify),
             (ApiKey::AddPartitionsToTxn, VERSION),
             &req,
-            super::REQUEST_TIMEOUT,
+            crate::txn::REQUEST_TIMEOUT,
         )
         .await
     {
@@ -347,13 +347,13 @@ pub fn coordinator_of(b: &Broker, id: &str) -> Result<i32, i16> {
     };
     let img = c.image();
     let t = img
-        .topic(super::store::TOPIC)
+        .topic(crate::txn::store::TOPIC)
         .ok_or(COORDINATOR_NOT_AVAILABLE)?;
     let n = t.partitions.len() as i32;
     if n == 0 {
         return Err(COORDINATOR_NOT_AVAILABLE);
     }
-    let leader = t.partitions[super::records::partition_for(id, n) as usize].leader;
+    let leader = t.partitions[crate::txn::records::partition_for(id, n) as usize].leader;
     if leader >= 0 && img.brokers.get(&leader).is_some_and(|s| !s.fenced) {
         Ok(leader)
     } else {
