@@ -138,6 +138,7 @@ impl ClusterNode {
         let every = Duration::from_millis(self.config.heartbeat_interval_ms);
         let mut fenced = true;
         loop {
+            let sent_offset = self.image().offset;
             match self.heartbeat_once().await {
                 Ok(r) => {
                     if fenced != r.is_fenced {
@@ -147,15 +148,21 @@ impl ClusterNode {
                     if !fenced {
                         self.unfenced.send_replace(true);
                     }
-                    // A fenced broker that has caught up is unfenced by its next heartbeat.
+                    // A fenced broker that has caught up is unfenced by its next heartbeat: it
+                    // sends it as soon as its image reaches its epoch (the offset of its
+                    // registration), else after a short wait.
                     let wait = if r.is_fenced {
                         Duration::from_millis(100).min(every)
                     } else {
                         every
                     };
+                    let epoch = self.broker_epoch.load(Ordering::Acquire).max(0) as u64;
+                    let behind = r.is_fenced && sent_offset < epoch;
+                    let mut images = self.image.clone();
                     tokio::select! {
                         _ = self.cancel.cancelled() => return,
                         _ = tokio::time::sleep(wait) => {}
+                        _ = images.wait_for(|i| i.offset >= epoch), if behind => {}
                     }
                 }
                 Err(e) => {
