@@ -191,6 +191,17 @@ pub enum FaultsCommand {
         /// Answer no request for this many milliseconds (every connection is closed).
         #[arg(long, value_name = "MS", group = "kind")]
         down_ms: Option<u64>,
+        /// In a cluster: move the leadership of TOPIC:PARTITION now (to --to, or to another
+        /// in-sync replica).
+        #[arg(long, value_name = "TOPIC:PARTITION", group = "kind")]
+        move_leader: Option<String>,
+        /// The broker --move-leader moves the leadership to.
+        #[arg(long, value_name = "BROKER", requires = "move_leader")]
+        to: Option<i32>,
+        /// In a cluster: cut this node off from the other nodes until the fault is removed
+        /// (or for --for-ms).
+        #[arg(long, group = "kind")]
+        isolate: bool,
         /// Fire only for this many milliseconds from now.
         #[arg(long, value_name = "MS")]
         for_ms: Option<u64>,
@@ -240,6 +251,9 @@ impl FaultsArgs {
                 delay_ms,
                 close,
                 down_ms,
+                move_leader,
+                to,
+                isolate,
                 for_ms,
                 count,
                 every,
@@ -271,8 +285,23 @@ impl FaultsArgs {
                 } else if let Some(d) = down_ms {
                     spec.insert("kind".into(), "down".into());
                     spec.insert("duration_ms".into(), (*d).into());
+                } else if let Some(tp) = move_leader {
+                    let (topic, partition) = tp
+                        .rsplit_once(':')
+                        .and_then(|(t, p)| Some((t, p.parse::<i32>().ok()?)))
+                        .ok_or_else(|| anyhow!("--move-leader takes TOPIC:PARTITION, not {tp:?}"))?;
+                    spec.insert("kind".into(), "move_leader".into());
+                    spec.insert("topic".into(), topic.into());
+                    spec.insert("partition".into(), partition.into());
+                    if let Some(to) = to {
+                        spec.insert("to".into(), (*to).into());
+                    }
+                } else if *isolate {
+                    spec.insert("kind".into(), "isolate".into());
                 } else {
-                    bail!("say what the fault does: --error, --delay-ms, --close or --down-ms");
+                    bail!(
+                        "say what the fault does: --error, --delay-ms, --close, --down-ms, --move-leader or --isolate"
+                    );
                 }
                 if let Some(d) = for_ms {
                     spec.insert("duration_ms".into(), (*d).into());
