@@ -97,8 +97,9 @@ def admin():
 
 
 def create_topic(name, config=None):
-    admin().create_topics([NewTopic(name, 1, 3, config=config or {})],
-                          request_timeout=30)[name].result(timeout=60)
+    a = admin()
+    a.create_topics([NewTopic(name, 1, 3, config=config or {})],
+                    request_timeout=30)[name].result(timeout=60)
     wait_until(lambda: all(leaders_seen_by(n, name).get(0, (-1, []))[0] in NODES and
                            sorted(leaders_seen_by(n, name)[0][1]) == NODES for n in NODES),
                60, "%s-0 with a leader and a full ISR on every node" % name, interval=0.5)
