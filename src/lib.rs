@@ -28,6 +28,7 @@ pub mod security;
 pub mod share;
 pub mod testing;
 pub mod txn;
+pub mod verify;
 
 #[global_allocator]
 static GLOBAL: alloc::GuardedAlloc = alloc::GuardedAlloc;

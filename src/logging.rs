@@ -45,6 +45,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::share",
     "sluice::testing",
     "sluice::txn",
+    "sluice::verify",
 ];
 
 /// Why a change was refused: INVALID_CONFIG or INVALID_REQUEST, with Kafka's message.

@@ -6,6 +6,9 @@
 //! or not (exit 1): a container health check.
 //! `sluice faults add|list|remove` manages the faults injected into a broker started with
 //! `sluice.faults.enable=true`, through its HTTP port (`sluice::faults::client`).
+//! `sluice verify --bootstrap B --topic T --acked FILE` checks a topic against a producer's
+//! acked-records log (VerifiableProducer's JSON lines): exit 0 when nothing acked is lost and
+//! nothing is duplicated, 1 otherwise (`sluice::verify`).
 //! `--kafka-env` reads the environment as the apache/kafka container image does (`KAFKA_*`
 //! variables over the file, `CLUSTER_ID`, the JAAS file in `KAFKA_OPTS`; see
 //! `sluice::config::env`).
@@ -52,6 +55,30 @@ enum Command {
     /// Inject, list and remove faults on a broker started with sluice.faults.enable=true
     /// (through its HTTP port).
     Faults(Box<sluice::faults::client::FaultsArgs>),
+    /// Check a topic against a producer's acked-records log (VerifiableProducer's JSON
+    /// lines): lost, duplicated, moved and reordered records; exit 1 if any is lost or
+    /// duplicated.
+    Verify(Box<sluice::verify::VerifyArgs>),
+}
+
+/// `sluice verify`: the report on stdout; exit 0 when nothing is lost or duplicated, 1 when
+/// something is, 2 when the check could not be made.
+fn verify(args: &sluice::verify::VerifyArgs) -> ! {
+    match args.run() {
+        Ok(r) => {
+            if args.json {
+                let v = sluice::verify::render_json(&args.topic, &r);
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                print!("{}", sluice::verify::render_text(&args.topic, &r, args.show));
+            }
+            std::process::exit(if r.ok() { 0 } else { 1 })
+        }
+        Err(e) => {
+            eprintln!("sluice verify: {e:#}");
+            std::process::exit(2)
+        }
+    }
 }
 
 /// `sluice faults`: the broker's JSON answer on stdout, or its refusal on stderr (exit 1).
@@ -90,6 +117,9 @@ fn main() {
     }
     if let Some(Command::Faults(f)) = &args.command {
         faults(f);
+    }
+    if let Some(Command::Verify(v)) = &args.command {
+        verify(v);
     }
     init_logging();
     let config = if args.kafka_env {

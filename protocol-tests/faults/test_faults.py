@@ -5,6 +5,8 @@ observed by confluent-kafka clients. FAULTS_PHASE selects the scenarios of one b
 import base64
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -15,13 +17,19 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, wait_until
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
+import kafka_wire as kw
 
 PHASE = os.environ.get("FAULTS_PHASE", "main")
 URL = os.environ["FAULTS_URL"]
 SLUICE_BIN = os.environ.get("SLUICE_BIN", "sluice")
 S = Suite("faults")
 T = 30
+KAFKA_LIBS = os.environ.get("KAFKA_LIBS", "")
+TMP = os.environ.get("SUITE_TMP", "/tmp")
+ROOT = os.environ.get("SLUICE_ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+LOG4J = os.path.join(ROOT, "scripts/kafka/log4j2-tools.properties")
+VPRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 
 
 def log_error_cb(err):
@@ -77,6 +85,55 @@ def cli(*args, env=None):
     info("sluice faults %s -> %d %s %s" % (" ".join(args), p.returncode, p.stdout.strip(),
                                            p.stderr.strip()))
     return p.returncode, p.stdout, p.stderr
+
+
+def java_cmd(cls, *args):
+    """A Kafka tool by main class, as bin/kafka-*.sh runs it (WARN and up on stderr)."""
+    return (["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+             "-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + LOG4J,
+             "-cp", KAFKA_LIBS + "/*", cls] + list(args))
+
+
+def verifiable_producer(topic, n, name, **props):
+    """Runs Kafka's VerifiableProducer to the end (n records, acks=all, the Java client's
+    default retries and idempotence, which VerifiableProducer's own retries=0 turns off, plus
+    props); returns the path of its output, one JSON event a line."""
+    conf = os.path.join(TMP, "%s.properties" % name)
+    with open(conf, "w") as f:
+        f.write("retries=2147483647\nenable.idempotence=true\n")
+        for k, v in props.items():
+            f.write("%s=%s\n" % (k.replace("_", "."), v))
+    out = os.path.join(TMP, "%s.jsonl" % name)
+    with open(out, "wb") as o:
+        r = subprocess.run(java_cmd(VPRODUCER, "--topic", topic, "--bootstrap-server", BOOTSTRAP,
+                                    "--max-messages", str(n), "--throughput", "-1",
+                                    "--acks", "-1", "--command-config", conf),
+                           stdout=o, stderr=subprocess.PIPE, timeout=120)
+    info("VerifiableProducer %s exited %d: %s" % (name, r.returncode,
+                                                  r.stderr.decode(errors="replace")[-300:]))
+    check(r.returncode == 0, "VerifiableProducer exited %d" % r.returncode)
+    return out
+
+
+def events(path, name):
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("{"):
+                e = json.loads(line)
+                if e.get("name") == name:
+                    out.append(e)
+    return out
+
+
+def verify(topic, acked, *extra):
+    """Runs `sluice verify`: (exit code, stdout)."""
+    p = subprocess.run([SLUICE_BIN, "verify", "--bootstrap", BOOTSTRAP, "--topic", topic,
+                        "--acked", acked] + list(extra),
+                       capture_output=True, text=True, timeout=90)
+    info("sluice verify %s -> %d %s %s" % (topic, p.returncode, p.stdout.strip()[:600],
+                                           p.stderr.strip()[-300:]))
+    return p.returncode, p.stdout
 
 
 def topic_name(base):
@@ -377,12 +434,105 @@ def node_down():
     down = json.loads(out)
     check(down["api"] == "*" and down["duration_ms"] == 3000 and down["count"] is None,
           "down fault %s" % down)
+    # A new connection is closed as it is accepted, before it sends anything.
+    with socket.create_connection(host_port(), timeout=2) as s:
+        try:
+            got = s.recv(1)
+        except socket.timeout:
+            got = None
+    check(got == b"", "a connection opened while down was not closed at accept (%r)" % got)
     values = ["n-%d" % i for i in range(300)]
     errors = produce_all(p, topic, values)
     check(errors is None, "delivery errors: %s" % errors)
     listed = fault(down["id"])
     check(listed["fired"] >= 1 and not listed["live"], "the down fault %s" % listed)
     exactly_once(["before"] + values, read_all(topic))
+    clear()
+
+
+@S.scenario("fetch-error-session-id")
+def fetch_error_session_id():
+    """An error answer to a Fetch carries the request's session id, as Kafka's does."""
+    clear()
+    topic = create_topic(topic_name("session"))
+    add_fault(api_key="Fetch", kind="error", error="NOT_LEADER_OR_FOLLOWER", topic=topic)
+    part = (struct.pack(">iiqiqi", 0, -1, 0, -1, -1, 1 << 20) + kw.TAGS)
+    body = (struct.pack(">iiiibii", -1, 0, 1, 1 << 20, 0, 4242, 7) +
+            kw.carray([topic], lambda t: kw.cstr(t) + kw.carray([part], lambda p: p) + kw.TAGS) +
+            kw.carray([], None) + kw.cstr("") + kw.TAGS)
+    r = kw.call(host_port(), 1, 12, body)
+    _throttle, top, session = r.i32(), r.i16(), r.i32()
+    topics = r.uvarint() - 1
+    name = r.cstr()
+    partitions = r.uvarint() - 1
+    index, error = r.i32(), r.i16()
+    info("Fetch v12 answer: top error %d, session %d, %d topic(s): %s %d partition(s), "
+         "partition %d error %d" % (top, session, topics, name, partitions, index, error))
+    check(session == 4242, "session id %d in the error answer, sent 4242" % session)
+    check(top == 0 and (topics, name, partitions, index, error) == (1, topic, 1, 0, 6),
+          "NOT_LEADER_OR_FOLLOWER in the partition: top %d, partition %d error %d" % (
+              top, index, error))
+    clear()
+
+
+@S.scenario("node-faults-need-a-cluster")
+def node_faults_need_a_cluster():
+    clear()
+    for spec in ({"kind": "move_leader", "topic": "t", "partition": 0},
+                 {"kind": "isolate", "duration_ms": 1000}):
+        status, body = http("POST", "/faults", spec)
+        check(status == 400 and "runs alone" in body.get("error", ""),
+              "%s on one node: %s %s" % (spec["kind"], status, body))
+    rc, _, err = cli("add", "--isolate")
+    check(rc == 1 and "runs alone" in err, "the CLI printed %r" % err)
+    status, body = http("GET", "/faults")
+    check(body["faults"] == [], "a refused fault is not listed: %s" % body)
+
+
+@S.scenario("verify-acked", timeout=150)
+def verify_acked():
+    """Kafka's VerifiableProducer writes; `sluice verify` finds every acked record; an acked
+    file naming an offset the topic does not have is reported lost (exit 1)."""
+    clear()
+    topic = create_topic(topic_name("verify"), partitions=3)
+    out = verifiable_producer(topic, 600, "verify-" + RUN_TAG)
+    acked = events(out, "producer_send_success")
+    check(len(acked) == 600, "%d of 600 records acked" % len(acked))
+    rc, text = verify(topic, out)
+    check(rc == 0 and text.startswith("sluice verify: %s: 600 acked, 600 read" % topic) and
+          "0 lost, 0 duplicated, 0 moved, 0 reordered: OK" in text, "sluice verify: %s" % text)
+    rc, text = verify(topic, out, "--json")
+    report = json.loads(text)
+    check(rc == 0 and report["ok"] and report["acked"] == 600, "--json: %s" % text[:300])
+    bad = os.path.join(TMP, "bad-acked.jsonl")
+    with open(bad, "w") as f:
+        f.write(json.dumps(acked[0]) + "\n")
+        f.write(json.dumps(dict(acked[0], value="no-such-value", offset=999999)) + "\n")
+    rc, text = verify(topic, bad)
+    check(rc == 1 and "1 lost" in text and "FAILED" in text and
+          'lost: value "no-such-value" acked at partition %d offset 999999' % acked[0]["partition"]
+          in text, "the bad acked file: exit %d, %s" % (rc, text))
+
+
+@S.scenario("java-idempotent-retries", timeout=150)
+def java_idempotent_retries():
+    """The Java idempotent producer (Kafka's VerifiableProducer) gets NOT_LEADER_OR_FOLLOWER
+    three times and REQUEST_TIMED_OUT twice on Produce, retries, and `sluice verify` finds
+    every record exactly once."""
+    clear()
+    topic = create_topic(topic_name("java"))
+    nl = add_fault(api_key="Produce", kind="error", error="NOT_LEADER_OR_FOLLOWER", count=3,
+                   topic=topic, client_id="faults-java")
+    to = add_fault(api_key="Produce", kind="error", error="REQUEST_TIMED_OUT", count=2,
+                   topic=topic, client_id="faults-java")
+    out = verifiable_producer(topic, 500, "java-" + RUN_TAG, client_id="faults-java",
+                              retry_backoff_ms=50)
+    check(fault(nl["id"])["fired"] == 3 and fault(to["id"])["fired"] == 2,
+          "the faults fired %s, %s" % (fault(nl["id"]), fault(to["id"])))
+    check(len(events(out, "producer_send_success")) == 500, "every record acked")
+    rc, text = verify(topic, out)
+    check(rc == 0 and "500 acked, 500 read" in text and "0 lost, 0 duplicated" in text,
+          "sluice verify: %s" % text)
     clear()
 
 
@@ -427,7 +577,9 @@ def super_user_only():
 
 PHASES = {
     "main": ["api", "produce-retries", "close-after-produce", "delay-produce",
-             "fetch-out-of-range", "group-coordinator-load", "node-down"],
+             "fetch-out-of-range", "group-coordinator-load", "node-down",
+             "fetch-error-session-id", "node-faults-need-a-cluster", "verify-acked",
+             "java-idempotent-retries"],
     "off": ["refused-without-flag"],
     "secure": ["super-user-only"],
 }

@@ -155,12 +155,28 @@ where
                 "injected fault: closed after the request was applied"
             ))
         }
-        Some(Action::Delay(_)) => unreachable!("delays are not outcomes"),
+        // Delays and node faults are never outcomes of a request.
+        Some(Action::Delay(_) | Action::MoveLeader(_) | Action::Isolate) => handle(ctx, body).await,
     };
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }
     out
+}
+
+/// Whether a request comes from another broker of the cluster: a follower's Fetch (a
+/// replica id) or a transaction coordinator's WriteTxnMarkers. While the node is isolated
+/// (`Gate::isolated`) these close their connection, as if the node could not be reached.
+pub fn from_peer(ctx: &RequestCtx, body: &Bytes) -> bool {
+    match ctx.api_key {
+        ApiKey::WriteTxnMarkers => true,
+        ApiKey::Fetch => match super::decode_any(ctx, body.clone()) {
+            Ok(RequestKind::Fetch(r)) if ctx.version >= 15 => r.replica_state.replica_id.0 >= 0,
+            Ok(RequestKind::Fetch(r)) => r.replica_id.0 >= 0,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 fn name_by_id(b: &Broker, id: &uuid::Uuid) -> String {
@@ -337,13 +353,13 @@ pub fn error_response(ctx: &RequestCtx, req: &RequestKind, code: i16) -> Result<
                     })
                     .collect()
             };
-            // No session: the client's next fetch is a full one, which opens a new session
-            // (the request's session did not see this fetch).
+            // The request's session id is echoed, as Kafka's error response does; the
+            // session itself did not see this fetch, so its epoch is where it was.
             let top_code = if top { code } else { 0 };
             Ok(Some(super::fetch::encode_response(
                 ctx,
                 top_code,
-                0,
+                r.session_id,
                 &topics,
                 &[],
             )?))

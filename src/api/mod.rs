@@ -305,6 +305,9 @@ pub async fn dispatch_from(
             ctx.peer = session.peer;
             ctx.principal = session.principal.clone();
             ctx.listener = session.listener.clone();
+            if broker.inter_broker.gate.isolated() && injected::from_peer(&ctx, &body) {
+                anyhow::bail!("isolated from the other nodes: a broker's request is refused");
+            }
             if broker.faults.idle() {
                 return run(broker, spec, ctx, body).await;
             }
@@ -373,6 +376,10 @@ impl crate::net::dispatch::Dispatch for Frontend {
         &self,
     ) -> Arc<dyn crate::security::sasl::authenticator::Credentials + Send + Sync> {
         self.broker.controller.scram.clone()
+    }
+
+    fn refuses_connections(&self) -> bool {
+        !self.broker.faults.idle() && self.broker.faults.down_at(std::time::Instant::now())
     }
 }
 

@@ -174,43 +174,7 @@ pub struct FaultsArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum FaultsCommand {
     /// Inject a fault; prints it with its id.
-    Add {
-        /// The API key, by name (Produce, JoinGroup, ...) or number; `*` (or none) is every
-        /// key.
-        #[arg(long, value_name = "KEY")]
-        api: Option<String>,
-        /// Answer with this error (name, e.g. NOT_LEADER_OR_FOLLOWER, or code).
-        #[arg(long, value_name = "ERROR", group = "kind")]
-        error: Option<String>,
-        /// Delay the responses by this many milliseconds.
-        #[arg(long, value_name = "MS", group = "kind")]
-        delay_ms: Option<u64>,
-        /// Close the connection `before` the request is applied or `after`.
-        #[arg(long, value_name = "WHEN", group = "kind")]
-        close: Option<String>,
-        /// Answer no request for this many milliseconds (every connection is closed).
-        #[arg(long, value_name = "MS", group = "kind")]
-        down_ms: Option<u64>,
-        /// Fire only for this many milliseconds from now.
-        #[arg(long, value_name = "MS")]
-        for_ms: Option<u64>,
-        /// How many requests it fires on (default 1 for errors and closes, every request
-        /// for delays).
-        #[arg(long, value_name = "N", conflicts_with = "every")]
-        count: Option<u64>,
-        /// Fire on every matching request until removed.
-        #[arg(long)]
-        every: bool,
-        /// Only requests naming this topic.
-        #[arg(long)]
-        topic: Option<String>,
-        /// Only requests naming this partition of --topic.
-        #[arg(long, requires = "topic")]
-        partition: Option<i32>,
-        /// Only requests from this client id.
-        #[arg(long, value_name = "ID")]
-        client_id: Option<String>,
-    },
+    Add(Box<AddArgs>),
     /// List the faults with how many requests each fired on.
     List,
     /// Remove one fault by id, or every fault with --all.
@@ -220,6 +184,57 @@ pub enum FaultsCommand {
         #[arg(long, conflicts_with = "id")]
         all: bool,
     },
+}
+
+/// `sluice faults add`: what the fault does and which requests it matches.
+#[derive(clap::Args, Debug)]
+pub struct AddArgs {
+    /// The API key, by name (Produce, JoinGroup, ...) or number; `*` (or none) is every
+    /// key.
+    #[arg(long, value_name = "KEY")]
+    pub api: Option<String>,
+    /// Answer with this error (name, e.g. NOT_LEADER_OR_FOLLOWER, or code).
+    #[arg(long, value_name = "ERROR", group = "kind")]
+    pub error: Option<String>,
+    /// Delay the responses by this many milliseconds.
+    #[arg(long, value_name = "MS", group = "kind")]
+    pub delay_ms: Option<u64>,
+    /// Close the connection `before` the request is applied or `after`.
+    #[arg(long, value_name = "WHEN", group = "kind")]
+    pub close: Option<String>,
+    /// Answer no request for this many milliseconds (every connection is closed).
+    #[arg(long, value_name = "MS", group = "kind")]
+    pub down_ms: Option<u64>,
+    /// In a cluster: move the leadership of TOPIC:PARTITION now (to --to, or to another
+    /// in-sync replica).
+    #[arg(long, value_name = "TOPIC:PARTITION", group = "kind")]
+    pub move_leader: Option<String>,
+    /// The broker --move-leader moves the leadership to.
+    #[arg(long, value_name = "BROKER", requires = "move_leader")]
+    pub to: Option<i32>,
+    /// In a cluster: cut this node off from the other nodes until the fault is removed
+    /// (or for --for-ms).
+    #[arg(long, group = "kind")]
+    pub isolate: bool,
+    /// Fire only for this many milliseconds from now.
+    #[arg(long, value_name = "MS")]
+    pub for_ms: Option<u64>,
+    /// How many requests it fires on (default 1 for errors and closes, every request
+    /// for delays).
+    #[arg(long, value_name = "N", conflicts_with = "every")]
+    pub count: Option<u64>,
+    /// Fire on every matching request until removed.
+    #[arg(long)]
+    pub every: bool,
+    /// Only requests naming this topic.
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// Only requests naming this partition of --topic.
+    #[arg(long, requires = "topic")]
+    pub partition: Option<i32>,
+    /// Only requests from this client id.
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
 }
 
 impl FaultsArgs {
@@ -234,19 +249,23 @@ impl FaultsArgs {
         match &self.command {
             FaultsCommand::List => ep.list(),
             FaultsCommand::Remove { id, .. } => ep.remove(*id),
-            FaultsCommand::Add {
-                api,
-                error,
-                delay_ms,
-                close,
-                down_ms,
-                for_ms,
-                count,
-                every,
-                topic,
-                partition,
-                client_id,
-            } => {
+            FaultsCommand::Add(add) => {
+                let AddArgs {
+                    api,
+                    error,
+                    delay_ms,
+                    close,
+                    down_ms,
+                    move_leader,
+                    to,
+                    isolate,
+                    for_ms,
+                    count,
+                    every,
+                    topic,
+                    partition,
+                    client_id,
+                } = add.as_ref();
                 let mut spec = serde_json::Map::new();
                 if let Some(api) = api {
                     let api = match api.parse::<i64>() {
@@ -271,8 +290,23 @@ impl FaultsArgs {
                 } else if let Some(d) = down_ms {
                     spec.insert("kind".into(), "down".into());
                     spec.insert("duration_ms".into(), (*d).into());
+                } else if let Some(tp) = move_leader {
+                    let (topic, partition) = tp
+                        .rsplit_once(':')
+                        .and_then(|(t, p)| Some((t, p.parse::<i32>().ok()?)))
+                        .ok_or_else(|| anyhow!("--move-leader takes TOPIC:PARTITION, not {tp:?}"))?;
+                    spec.insert("kind".into(), "move_leader".into());
+                    spec.insert("topic".into(), topic.into());
+                    spec.insert("partition".into(), partition.into());
+                    if let Some(to) = to {
+                        spec.insert("to".into(), (*to).into());
+                    }
+                } else if *isolate {
+                    spec.insert("kind".into(), "isolate".into());
                 } else {
-                    bail!("say what the fault does: --error, --delay-ms, --close or --down-ms");
+                    bail!(
+                        "say what the fault does: --error, --delay-ms, --close, --down-ms, --move-leader or --isolate"
+                    );
                 }
                 if let Some(d) = for_ms {
                     spec.insert("duration_ms".into(), (*d).into());

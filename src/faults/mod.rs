@@ -8,6 +8,12 @@
 //! - `down`: for a while, every request closes its connection unanswered (a node that does
 //!   not answer), shorthand for a `close` of every key with a duration.
 //!
+//! Two faults act on the node rather than on requests, in a cluster only:
+//! - `move_leader`: once, when added, the leadership of one partition moves to another
+//!   in-sync replica (`to`, or the first one);
+//! - `isolate`: until removed (or for `duration_ms`), the node is cut off from the other
+//!   nodes (`crate::net::gate`); clients still reach it.
+//!
 //! Any fault may also last only `duration_ms` from when it is added.
 //!
 //! This module is the pure part: what a fault is, how it is parsed from JSON and written
@@ -44,6 +50,18 @@ pub enum Action {
     Delay(Duration),
     /// Close the connection instead of answering.
     Close(When),
+    /// Move a partition's leadership (the partition is the filter's) to this broker, or with
+    /// `None` to another in-sync replica; fires once, when added.
+    MoveLeader(Option<i32>),
+    /// Cut the node off from the other nodes while the fault is live.
+    Isolate,
+}
+
+impl Action {
+    /// Whether it acts on the node when added rather than on requests.
+    pub fn on_node(&self) -> bool {
+        matches!(self, Action::MoveLeader(_) | Action::Isolate)
+    }
 }
 
 /// Which requests of the key a fault matches; every field that is set must match.
@@ -119,6 +137,17 @@ impl Fault {
                 };
                 o.insert("when".into(), json!(when));
             }
+            Action::MoveLeader(to) => {
+                o.insert("kind".into(), json!("move_leader"));
+                o.insert("to".into(), json!(to));
+            }
+            Action::Isolate => {
+                o.insert("kind".into(), json!("isolate"));
+            }
+        }
+        if s.action.on_node() {
+            o.remove("api_key");
+            o.remove("api");
         }
         for (k, f) in [
             ("topic", &s.filter.topic),
@@ -150,6 +179,7 @@ const FIELDS: &[&str] = &[
     "partition",
     "client_id",
     "duration_ms",
+    "to",
 ];
 
 impl Spec {
@@ -170,9 +200,19 @@ impl Spec {
         let kind = o
             .get("kind")
             .and_then(Value::as_str)
-            .ok_or("kind is missing: \"error\", \"delay\", \"close\" or \"down\"")?;
+            .ok_or(
+                "kind is missing: \"error\", \"delay\", \"close\", \"down\", \"move_leader\" or \"isolate\"",
+            )?;
+        let on_node = matches!(kind, "move_leader" | "isolate");
+        if on_node
+            && let Some(k) = ["api_key", "count", "client_id"]
+                .iter()
+                .find(|k| o.contains_key(**k))
+        {
+            return Err(format!("{k} is not for kind {kind:?} (it acts on the node)"));
+        }
         let api_key = match o.get("api_key") {
-            None if kind == "down" => ANY_KEY,
+            None if kind == "down" || on_node => ANY_KEY,
             None => {
                 return Err("api_key is missing (a name such as \"Produce\" or a number)".into());
             }
@@ -196,6 +236,7 @@ impl Spec {
         only_for("error", "error")?;
         only_for("delay_ms", "delay")?;
         only_for("when", "close")?;
+        only_for("to", "move_leader")?;
         let action = match kind {
             "error" => Action::Error(match o.get("error") {
                 None => {
@@ -226,9 +267,19 @@ impl Spec {
                 Some(Some("after")) => When::AfterApply,
                 Some(_) => return Err("when is \"before\" or \"after\"".into()),
             }),
+            "move_leader" => Action::MoveLeader(match o.get("to") {
+                None | Some(Value::Null) => None,
+                Some(t) => Some(
+                    t.as_i64()
+                        .and_then(|t| i32::try_from(t).ok())
+                        .filter(|&t| t >= 0)
+                        .ok_or("to is a broker id")?,
+                ),
+            }),
+            "isolate" => Action::Isolate,
             other => {
                 return Err(format!(
-                    "kind {other:?} is not one of \"error\", \"delay\", \"close\", \"down\""
+                    "kind {other:?} is not one of \"error\", \"delay\", \"close\", \"down\", \"move_leader\", \"isolate\""
                 ));
             }
         };
@@ -255,6 +306,12 @@ impl Spec {
         if filter.partition.is_some() && filter.topic.is_none() {
             return Err("partition needs topic".into());
         }
+        if kind == "move_leader" && filter.partition.is_none() {
+            return Err("move_leader names its topic and partition".into());
+        }
+        if kind == "isolate" && filter.topic.is_some() {
+            return Err("topic is not for kind \"isolate\" (it cuts the whole node off)".into());
+        }
         if api_key == ANY_KEY && matches!(action, Action::Error(_)) {
             return Err("an error fault names its api_key (the response is of that key)".into());
         }
@@ -271,7 +328,7 @@ impl Spec {
         };
         let count = match o.get("count") {
             None => match kind {
-                "delay" | "down" => None,
+                "delay" | "down" | "isolate" => None,
                 _ => Some(1),
             },
             Some(Value::Null) => None,
@@ -281,6 +338,9 @@ impl Spec {
                     .ok_or("count is a number, at least 1 (null: every request)")?,
             ),
         };
+        if kind == "move_leader" && lasts.is_some() {
+            return Err("duration_ms is not for kind \"move_leader\" (it fires once)".into());
+        }
         Ok(Spec {
             api_key,
             action,
@@ -318,8 +378,12 @@ struct Inner {
 }
 
 impl Inner {
+    /// How many faults that act on requests are live.
     fn live(&self, now: Instant) -> usize {
-        self.faults.iter().filter(|f| f.live_at(now)).count()
+        self.faults
+            .iter()
+            .filter(|f| !f.spec.action.on_node() && f.live_at(now))
+            .count()
     }
 }
 
@@ -378,16 +442,54 @@ impl Registry {
 
     /// Removes fault `id`; whether there was one.
     pub fn remove(&self, id: u64) -> bool {
+        self.take(id).is_some()
+    }
+
+    /// Removes fault `id` and returns it.
+    pub fn take(&self, id: u64) -> Option<Fault> {
         self.with(Instant::now(), |i| {
-            let before = i.faults.len();
-            i.faults.retain(|f| f.id != id);
-            i.faults.len() < before
+            let at = i.faults.iter().position(|f| f.id == id)?;
+            Some(i.faults.remove(at))
         })
     }
 
     /// Removes every fault; how many there were.
     pub fn clear(&self) -> usize {
         self.with(Instant::now(), |i| std::mem::take(&mut i.faults).len())
+    }
+
+    /// Counts one firing of fault `id` (a fault that acts on the node fires when added).
+    pub fn fired(&self, id: u64) {
+        self.with(Instant::now(), |i| {
+            if let Some(f) = i.faults.iter_mut().find(|f| f.id == id) {
+                f.fired += 1;
+            }
+        })
+    }
+
+    /// Whether the node is down at `now`: a live fault closes every request of every key
+    /// and client, with no count (`down`, or a `close` of `"*"` until removed). New
+    /// connections are then closed at accept, as no broker listens.
+    pub fn down_at(&self, now: Instant) -> bool {
+        self.with(now, |i| {
+            i.faults.iter().any(|f| {
+                let s = &f.spec;
+                s.action == Action::Close(When::BeforeApply)
+                    && s.api_key == ANY_KEY
+                    && s.count.is_none()
+                    && s.filter == Filter::default()
+                    && f.live_at(now)
+            })
+        })
+    }
+
+    /// Whether a live `isolate` fault cuts the node off at `now`.
+    pub fn isolating_at(&self, now: Instant) -> bool {
+        self.with(now, |i| {
+            i.faults
+                .iter()
+                .any(|f| f.spec.action == Action::Isolate && f.live_at(now))
+        })
     }
 
     /// The faults a request of `api_key` from `client_id` fires: the oldest live matching
@@ -415,7 +517,10 @@ impl Registry {
             let mut fired = Fired::default();
             for f in i.faults.iter_mut() {
                 let s = &f.spec;
-                if (s.api_key != api_key && s.api_key != ANY_KEY) || !f.live_at(now) {
+                if (s.api_key != api_key && s.api_key != ANY_KEY)
+                    || s.action.on_node()
+                    || !f.live_at(now)
+                {
                     continue;
                 }
                 let is_delay = matches!(s.action, Action::Delay(_));

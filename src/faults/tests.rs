@@ -229,3 +229,63 @@ fn down_closes_every_request_for_its_duration() {
     let d = spec(json!({"api_key": "*", "kind": "delay", "delay_ms": 5, "duration_ms": 10}));
     assert_eq!(d.lasts, Some(Duration::from_millis(10)));
 }
+
+#[test]
+fn a_down_node_refuses_new_connections_while_live() {
+    let r = Registry::new(true);
+    let t0 = std::time::Instant::now();
+    assert!(!r.down_at(t0));
+    // A close of one key, or with a count, or for one client, is no node down.
+    r.add_at(spec(json!({"api_key": "Produce", "kind": "close", "count": null})), t0);
+    r.add_at(spec(json!({"api_key": "*", "kind": "close"})), t0);
+    r.add_at(
+        spec(json!({"kind": "down", "duration_ms": 50, "client_id": "c"})),
+        t0,
+    );
+    assert!(!r.down_at(t0));
+    r.add_at(spec(json!({"kind": "down", "duration_ms": 50})), t0);
+    assert!(r.down_at(t0 + Duration::from_millis(49)));
+    assert!(!r.down_at(t0 + Duration::from_millis(50)));
+}
+
+#[test]
+fn node_faults_are_read_and_never_fire_on_requests() {
+    let m = spec(json!({"kind": "move_leader", "topic": "t", "partition": 2, "to": 3}));
+    assert_eq!(m.action, Action::MoveLeader(Some(3)));
+    assert_eq!((m.filter.topic.as_deref(), m.filter.partition), (Some("t"), Some(2)));
+    assert_eq!(m.count, Some(1));
+    let any = spec(json!({"kind": "move_leader", "topic": "t", "partition": 0}));
+    assert_eq!(any.action, Action::MoveLeader(None));
+    assert!(err(json!({"kind": "move_leader", "topic": "t"})).contains("topic and partition"));
+    assert!(err(json!({"kind": "move_leader", "topic": "t", "partition": 0, "to": -1}))
+        .contains("broker id"));
+    assert!(err(json!({"kind": "isolate", "to": 2})).contains("only for kind"));
+    assert!(err(json!({"kind": "isolate", "api_key": "Produce"})).contains("acts on the node"));
+    assert!(err(json!({"kind": "isolate", "topic": "t"})).contains("whole node"));
+    assert!(
+        err(json!({"kind": "move_leader", "topic": "t", "partition": 0, "duration_ms": 5}))
+            .contains("fires once")
+    );
+    let i = spec(json!({"kind": "isolate", "duration_ms": 100}));
+    assert_eq!((i.action, i.count), (Action::Isolate, None));
+
+    let r = Registry::new(true);
+    let t0 = std::time::Instant::now();
+    let moved = r.add_at(m, t0).unwrap();
+    let cut = r.add_at(i, t0).unwrap();
+    assert!(r.idle(), "node faults leave the request path alone");
+    let mut any_topic = |_: &str, _: Option<i32>| true;
+    assert_eq!(r.fire_at(0, None, &mut any_topic, t0), Fired::default());
+    r.fired(moved.id);
+    r.fired(cut.id);
+    let listed = r.list();
+    assert_eq!(listed[0].to_json()["kind"], "move_leader");
+    assert_eq!(listed[0].to_json()["to"], 3);
+    assert!(listed[0].to_json().get("api_key").is_none());
+    assert!(!listed[0].live_at(t0), "a leader move fires once");
+    assert_eq!(listed[1].fired, 1);
+    assert!(r.isolating_at(t0 + Duration::from_millis(99)));
+    assert!(!r.isolating_at(t0 + Duration::from_millis(100)));
+    assert!(r.take(cut.id).is_some());
+    assert!(!r.isolating_at(t0));
+}

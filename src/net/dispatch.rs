@@ -33,4 +33,9 @@ pub trait Dispatch: Send + Sync + 'static {
     fn metrics(&self) -> &Arc<Metrics>;
     /// The SCRAM credentials SASL logins are checked against.
     fn credentials(&self) -> Arc<dyn Credentials + Send + Sync>;
+    /// Whether new connections are closed as they are accepted (a node that is down, by an
+    /// injected fault).
+    fn refuses_connections(&self) -> bool {
+        false
+    }
 }

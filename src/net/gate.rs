@@ -1,13 +1,17 @@
 //! The node-to-node connection gate of a cluster node: whether this node may talk to another
 //! one over the quorum transport (Raft RPCs, controller requests) and the inter-broker client
-//! (replica fetches, the transaction coordinator's requests). Open unless a test closes it
-//! (`crate::testing::Cluster::isolate`); closing it to a node also cuts the connections
-//! already open with that node. Client connections never pass through it.
+//! (replica fetches, the transaction coordinator's requests). Open unless a test closes it,
+//! to one node (`crate::testing::Cluster::isolate` closes each side's gate to the other) or
+//! to every node (the `isolate` fault, [`Gate::isolate`]); closing it to a node also cuts
+//! the connections already open with that node. Client connections never pass through it;
+//! the request path asks [`Gate::isolated`] to refuse the other brokers' requests on them
+//! (replica fetches, transaction markers) while the node is cut off from every node.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -16,12 +20,14 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Shared by the node's connection paths and the owner that opens and closes it.
 #[derive(Clone, Default)]
-pub struct Gate(Arc<Mutex<State>>);
+pub struct Gate(Arc<Mutex<State>>, Arc<AtomicBool>);
 
 #[derive(Default)]
 struct State {
     /// The nodes this node is cut off from.
     closed: HashSet<i32>,
+    /// Cut off from every node.
+    isolated: bool,
     /// Per node, the token the connections with it hold: cancelled when the gate closes to it.
     open: HashMap<i32, CancellationToken>,
 }
@@ -29,7 +35,10 @@ struct State {
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.0.lock().unwrap();
-        f.debug_struct("Gate").field("closed", &s.closed).finish()
+        f.debug_struct("Gate")
+            .field("closed", &s.closed)
+            .field("isolated", &s.isolated)
+            .finish()
     }
 }
 
@@ -38,7 +47,7 @@ impl Gate {
     /// ends on once it is (`cancelled()`).
     pub fn pass(&self, node: i32) -> Option<CancellationToken> {
         let mut s = self.0.lock().unwrap();
-        if s.closed.contains(&node) {
+        if s.isolated || s.closed.contains(&node) {
             return None;
         }
         Some(s.open.entry(node).or_default().clone())
@@ -53,9 +62,27 @@ impl Gate {
         }
     }
 
-    /// Lets this node talk to every node again.
+    /// Lets this node talk to every node again (an isolation aside).
     pub fn open_all(&self) {
         self.0.lock().unwrap().closed.clear();
+    }
+
+    /// Cuts this node off from every node (`true`: open connections end, new ones are
+    /// refused), or ends that (`false`).
+    pub fn isolate(&self, on: bool) {
+        let mut s = self.0.lock().unwrap();
+        s.isolated = on;
+        self.1.store(on, Ordering::Release);
+        if on {
+            for (_, t) in s.open.drain() {
+                t.cancel();
+            }
+        }
+    }
+
+    /// Whether this node is cut off from every node (one atomic load).
+    pub fn isolated(&self) -> bool {
+        self.1.load(Ordering::Acquire)
     }
 
     /// `stream`, failing every read and write once `cut` is cancelled.
@@ -136,6 +163,23 @@ mod tests {
             !again.is_cancelled(),
             "a connection after the heal lives on"
         );
+    }
+
+    #[test]
+    fn isolation_cuts_every_node_until_ended() {
+        let gate = Gate::default();
+        let to_two = gate.pass(2).unwrap();
+        let to_three = gate.pass(3).unwrap();
+        assert!(!gate.isolated());
+        gate.isolate(true);
+        assert!(gate.isolated());
+        assert!(to_two.is_cancelled() && to_three.is_cancelled());
+        assert!(gate.pass(4).is_none());
+        gate.open_all();
+        assert!(gate.pass(2).is_none(), "a heal does not end an isolation");
+        gate.isolate(false);
+        assert!(!gate.isolated());
+        assert!(!gate.pass(2).unwrap().is_cancelled());
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@ pub mod client;
 pub mod connection;
 pub mod dispatch;
 pub mod gate;
+pub mod records;
 pub mod request;
 pub mod response;
 pub mod sasl;

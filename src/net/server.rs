@@ -48,7 +48,12 @@ pub async fn accept_loop(
 ) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
+                if front.refuses_connections() {
+                    tracing::debug!("down (injected fault): closed the connection of {peer}");
+                    drop(stream);
+                    continue;
+                }
                 let (front, name) = (front.clone(), name.clone());
                 match &tls {
                     Some(t) => tokio::spawn(tls::serve(stream, t.clone(), front, name)),

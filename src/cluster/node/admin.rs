@@ -286,3 +286,141 @@ impl ClusterNode {
             .unwrap_or(Err(TopicError::UnknownTopic))
     }
 }
+
+/// The order of `p`'s replicas that makes `to` (or, with `None`, the first other in-sync
+/// replica that is active) the preferred leader, and that replica; or why leadership cannot
+/// move there.
+pub fn leader_move(
+    p: &crate::cluster::metadata::PartitionRecord,
+    to: Option<i32>,
+    active: &dyn Fn(i32) -> bool,
+) -> Result<(Vec<i32>, i32), String> {
+    if !p.adding.is_empty() || !p.removing.is_empty() {
+        return Err("the partition is being reassigned".into());
+    }
+    let target = match to {
+        Some(t) if t == p.leader => return Err(format!("broker {t} already leads it")),
+        Some(t) if !p.replicas.contains(&t) => {
+            return Err(format!(
+                "broker {t} holds no replica of it (replicas {:?})",
+                p.replicas
+            ));
+        }
+        Some(t) if !p.isr.contains(&t) => {
+            return Err(format!("broker {t} is not in sync (ISR {:?})", p.isr));
+        }
+        Some(t) if !active(t) => return Err(format!("broker {t} is not active")),
+        Some(t) => t,
+        None => p
+            .replicas
+            .iter()
+            .copied()
+            .find(|&r| r != p.leader && p.isr.contains(&r) && active(r))
+            .ok_or_else(|| format!("no other in-sync replica can lead it (ISR {:?})", p.isr))?,
+    };
+    let mut order = vec![target];
+    order.extend(p.replicas.iter().copied().filter(|&r| r != target));
+    Ok((order, target))
+}
+
+impl ClusterNode {
+    /// Moves the leadership of `topic`-`partition` to `to` (or another in-sync replica), as
+    /// an operator would with Kafka's tools: the replicas are reordered so that it is the
+    /// preferred leader (a reassignment to the same replicas), then a preferred election
+    /// makes it lead. Returns the new leader once this broker's image shows it; the
+    /// reordering stays, so a leader rebalance keeps it there.
+    pub async fn move_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        to: Option<i32>,
+    ) -> Result<i32, String> {
+        let img = self.image();
+        let t = img
+            .topic(topic)
+            .ok_or_else(|| format!("no topic {topic}"))?;
+        let p = img
+            .partition(&t.id, partition)
+            .ok_or_else(|| format!("no partition {topic}-{partition}"))?;
+        let (order, target) = leader_move(p, to, &|r| img.is_active(r))?;
+        let id = t.id;
+        let req = ControllerRequest::Reassign(vec![(
+            topic.to_string(),
+            partition,
+            Some(order.clone()),
+        )]);
+        match self.call(req).await {
+            Ok(ControllerReply::Done(r)) if r.iter().all(Result::is_ok) => {}
+            Ok(other) => return Err(format!("the controller refused the reordering: {other:?}")),
+            Err(e) => return Err(format!("the controller did not answer: {e}")),
+        }
+        let placed = |c: &ClusterNode| {
+            c.image()
+                .partition(&id, partition)
+                .is_some_and(|p| p.replicas == order)
+        };
+        if !self.wait_applied(placed).await {
+            return Err("the reordered replicas were not applied in time".into());
+        }
+        let req = ControllerRequest::ElectLeaders {
+            unclean: false,
+            partitions: Some(vec![(topic.to_string(), partition)]),
+        };
+        match self.call(req).await {
+            Ok(ControllerReply::Elections(e)) if e.iter().all(|(_, _, r)| r.is_ok()) => {}
+            Ok(other) => return Err(format!("the controller refused the election: {other:?}")),
+            Err(e) => return Err(format!("the controller did not answer: {e}")),
+        }
+        let leads = |c: &ClusterNode| {
+            c.image()
+                .partition(&id, partition)
+                .is_some_and(|p| p.leader == target)
+        };
+        if !self.wait_applied(leads).await {
+            return Err(format!("broker {target} did not become the leader in time"));
+        }
+        Ok(target)
+    }
+}
+
+#[cfg(test)]
+mod leader_move_tests {
+    use super::leader_move;
+    use crate::cluster::metadata::PartitionRecord;
+
+    fn partition(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionRecord {
+        PartitionRecord {
+            topic_id: uuid::Uuid::nil(),
+            partition: 0,
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            adding: Vec::new(),
+            removing: Vec::new(),
+            leader,
+            leader_epoch: 3,
+            partition_epoch: 5,
+        }
+    }
+
+    #[test]
+    fn the_target_becomes_the_preferred_replica() {
+        let p = partition(&[1, 2, 3], &[1, 2, 3], 1);
+        let all = |_| true;
+        assert_eq!(leader_move(&p, Some(3), &all), Ok((vec![3, 1, 2], 3)));
+        // No target: the first other in-sync active replica.
+        assert_eq!(leader_move(&p, None, &|r| r != 2), Ok((vec![3, 1, 2], 3)));
+        assert_eq!(leader_move(&p, None, &all), Ok((vec![2, 1, 3], 2)));
+    }
+
+    #[test]
+    fn a_move_that_cannot_happen_says_why() {
+        let p = partition(&[1, 2, 3], &[1, 2], 1);
+        let all = |_| true;
+        assert!(leader_move(&p, Some(1), &all).unwrap_err().contains("already leads"));
+        assert!(leader_move(&p, Some(4), &all).unwrap_err().contains("no replica"));
+        assert!(leader_move(&p, Some(3), &all).unwrap_err().contains("not in sync"));
+        assert!(leader_move(&p, Some(2), &|r| r != 2).unwrap_err().contains("not active"));
+        let alone = partition(&[1, 2], &[1], 1);
+        assert!(leader_move(&alone, None, &all).is_err());
+    }
+}
