@@ -1,5 +1,5 @@
 //! The layers' rule, checked on the sources: nothing in the transport (`net`), the services
-//! (`group`, `txn`, `share`, `producer`, `faults`) or below them (`cluster`, `log`) imports
+//! (`group`, `txn`, `share`, `producer`, `faults`, `registry`) or below them (`cluster`, `log`) imports
 //! the handlers (`crate::api`) or the wiring (`crate::broker`). [`DEBT`] lists the files that still do,
 //! each with what it reaches up for; it only shrinks: a file that no longer offends must leave
 //! it, and a new offender fails.
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// The folders under src/ held to the rule.
 const LOWER: &[&str] = &[
-    "net", "group", "txn", "share", "producer", "faults", "cluster", "log",
+    "net", "group", "txn", "share", "producer", "faults", "registry", "cluster", "log",
 ];
 
 /// Files that still import `crate::api` or `crate::broker`, and why.

@@ -6,7 +6,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +14,7 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, wait_until
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase, wait_until
 
 PHASE = os.environ.get("FAULTS_PHASE", "main")
 URL = os.environ["FAULTS_URL"]
@@ -433,12 +432,4 @@ PHASES = {
 }
 
 if __name__ == "__main__":
-    mine = PHASES[PHASE]
-    asked = sys.argv[1:]
-    S.scenarios = [s for s in S.scenarios if s[0] in mine]
-    if asked:
-        asked = [a for a in asked if a in mine]
-        if not asked:
-            os._exit(0)
-    sys.argv = [sys.argv[0]] + asked
-    S.main()
+    main_phase(S, PHASES, PHASE)
