@@ -53,6 +53,8 @@ pub struct Broker {
     pub fetch_sessions: std::sync::Mutex<crate::api::fetch::SessionCache>,
     /// The injected faults (`sluice.faults.enable`; `/faults` on the HTTP listener).
     pub faults: crate::faults::Registry,
+    /// The Schema Registry (`_schemas`), served on the HTTP listener.
+    pub schemas: Arc<crate::registry::Registry>,
 }
 
 impl Broker {
@@ -124,8 +126,17 @@ impl Broker {
             );
             let share = crate::share::Coordinator::open(share_config, Some(share_states.clone()));
             share_states.rebuilds(&share);
+            let schemas = Arc::new(crate::registry::Registry::new(
+                internal_topics.clone(),
+                if clustered {
+                    config.schema_registry_replication_factor
+                } else {
+                    1
+                },
+            ));
             Broker {
                 faults: crate::faults::Registry::new(config.faults_enabled),
+                schemas,
                 config,
                 controller,
                 advertised,

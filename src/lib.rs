@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod net;
 pub mod producer;
 pub mod quota;
+pub mod registry;
 pub mod run;
 pub mod security;
 pub mod share;

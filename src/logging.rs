@@ -40,6 +40,7 @@ pub const LOGGERS: &[&str] = &[
     "sluice::net",
     "sluice::producer",
     "sluice::quota",
+    "sluice::registry",
     "sluice::run",
     "sluice::security",
     "sluice::share",

@@ -172,3 +172,18 @@ def by_offset(records):
         check(offs == list(range(len(rs))),
               "partition %d acknowledged offsets not 0..%d: %s" % (pp, len(rs) - 1, offs[:20]))
     return out
+
+
+def main_phase(suite, phases, phase):
+    """Runs the scenarios of `phase` (one of several broker starts of a suite: `phases` maps
+    each to its scenario names), only those named on the command line if any are, then
+    leaves as `Suite.main` does. Names of other phases are not run here."""
+    mine = phases[phase]
+    asked = sys.argv[1:]
+    suite.scenarios = [s for s in suite.scenarios if s[0] in mine]
+    if asked:
+        asked = [a for a in asked if a in mine]
+        if not asked:
+            os._exit(0)
+    sys.argv = [sys.argv[0]] + asked
+    suite.main()

@@ -8,7 +8,6 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +16,7 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, wait_until
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, host_port, info, main_phase, wait_until
 import kafka_wire as kw
 
 PHASE = os.environ.get("FAULTS_PHASE", "main")
@@ -585,12 +584,4 @@ PHASES = {
 }
 
 if __name__ == "__main__":
-    mine = PHASES[PHASE]
-    asked = sys.argv[1:]
-    S.scenarios = [s for s in S.scenarios if s[0] in mine]
-    if asked:
-        asked = [a for a in asked if a in mine]
-        if not asked:
-            os._exit(0)
-    sys.argv = [sys.argv[0]] + asked
-    S.main()
+    main_phase(S, PHASES, PHASE)

@@ -293,6 +293,20 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Boolean,
         default: Some("false"),
     },
+    // The Schema Registry on the HTTP listener (`/subjects`, `/schemas`, `/config`, ...);
+    // on when the listener is.
+    KafkaKey {
+        name: "sluice.schema.registry.enable",
+        ty: KafkaType::Boolean,
+        default: Some("true"),
+    },
+    // The replication factor of the registry's `_schemas` topic, created on first use (one
+    // on a single node), as Confluent's `kafkastore.topic.replication.factor`.
+    KafkaKey {
+        name: "sluice.schema.registry.topic.replication.factor",
+        ty: KafkaType::Short,
+        default: Some("3"),
+    },
     // The most segment `.log` files kept open at once; past it the least recently used are
     // closed and reopened when next used. 0: half of the open-file limit (RLIMIT_NOFILE,
     // raised to its hard limit at start-up), the other half left to connections.

@@ -87,6 +87,10 @@ pub struct BrokerConfig {
     pub console_read_only: bool,
     /// `sluice.faults.enable`: whether `/faults` on the HTTP listener may inject faults.
     pub faults_enabled: bool,
+    /// `sluice.schema.registry.enable`: the Schema Registry on the HTTP listener.
+    pub schema_registry_enabled: bool,
+    /// `sluice.schema.registry.topic.replication.factor`: of `_schemas` in a cluster.
+    pub schema_registry_replication_factor: i16,
     /// `sluice.log.open.segments.max`: the most segment files kept open (0: half of the
     /// open-file limit).
     pub open_segments_max: usize,
@@ -551,6 +555,9 @@ impl BrokerConfig {
             console_enabled: p.boolean("sluice.console.enabled")?,
             console_read_only: p.boolean("sluice.console.read.only")?,
             faults_enabled: p.boolean("sluice.faults.enable")?,
+            schema_registry_enabled: p.boolean("sluice.schema.registry.enable")?,
+            schema_registry_replication_factor: p
+                .num_at_least::<i16>("sluice.schema.registry.topic.replication.factor", 1)?,
             open_segments_max: p.num_at_least::<i32>("sluice.log.open.segments.max", 0)? as usize,
             cluster,
             authorizer: parse_authorizer(&p)?,

@@ -269,8 +269,16 @@ fn replay_topic(topic: &TopicInfo, mut f: impl FnMut(Entry)) -> anyhow::Result<(
 /// Calls `f` for every record with a key and every transaction marker of `p`, from its log
 /// start to its high watermark (any coordinator's topic: `__transaction_state` is read so
 /// too).
-pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Result<()> {
-    let mut offset = p.log_start_offset();
+pub fn replay_partition(p: &Partition, f: impl FnMut(Entry)) -> anyhow::Result<()> {
+    replay_from(p, 0, f).map(|_| ())
+}
+
+/// [`replay_partition`] from offset `from` on (or the log start, if later): records below
+/// `from` are skipped. Returns the offset it read up to (the high watermark it saw), where
+/// the next call starts.
+pub fn replay_from(p: &Partition, from: i64, mut f: impl FnMut(Entry)) -> anyhow::Result<i64> {
+    let from = from.max(p.log_start_offset());
+    let mut offset = from;
     let end = p.high_watermark();
     while offset < end {
         let slice = p
@@ -289,7 +297,7 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
             let whole = buf.slice(pos..pos + h.total_size());
             pos += h.total_size();
             offset = h.next_offset();
-            if h.next_offset() <= p.log_start_offset() {
+            if h.next_offset() <= from {
                 continue;
             }
             if h.is_control() {
@@ -318,6 +326,9 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
             };
             let producer = h.is_transactional().then_some(h.producer_id);
             for r in set.records {
+                if r.offset < from {
+                    continue;
+                }
                 if let Some(key) = r.key {
                     f(Entry::Record {
                         partition: p.index,
@@ -330,7 +341,7 @@ pub fn replay_partition(p: &Partition, mut f: impl FnMut(Entry)) -> anyhow::Resu
             }
         }
     }
-    Ok(())
+    Ok(offset.max(from))
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! `/ready` and `/metrics` 503 until there is a broker to read.
 //!
 //! The web console ([`console`]) is merged in: `/` and `/api/...`; so is fault injection
-//! ([`faults`]): `/faults`, refused unless `sluice.faults.enable=true`.
+//! ([`faults`]): `/faults`, refused unless `sluice.faults.enable=true`; and so is the Schema
+//! Registry ([`registry`]): `/subjects`, `/schemas`, `/config`, `/compatibility`, `/mode`.
 //!
 //! axum on the broker's tokio runtime: routes are plain functions over [`HttpState`], so
 //! more pages are added by merging their `Router` into [`router`]'s.
@@ -24,6 +25,7 @@ use tokio::net::TcpListener;
 
 pub mod console;
 pub mod faults;
+pub mod registry;
 
 use crate::broker::Broker;
 use crate::config::HttpListener;
@@ -57,6 +59,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/ready", get(ready))
         .merge(console::router())
         .merge(faults::router())
+        .merge(registry::router())
         .with_state(state)
 }
 

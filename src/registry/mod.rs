@@ -1,0 +1,169 @@
+//! A Confluent-compatible Schema Registry, kept in the compacted topic `_schemas` in
+//! Confluent's record format (`records.rs`), served on the HTTP listener by
+//! `http/registry.rs`.
+//!
+//! [`Registry`] is the shell around the pure [`store::Store`]: before answering, it reads
+//! `_schemas` partition 0 on from where it stopped (up to the high watermark) and applies
+//! each record, so every node answers reads from its own replica and a restarted broker
+//! finds everything again. Writes are serialised through one writer: one at a time on this
+//! node (the state caught up, the request decided, its records appended to `_schemas` and
+//! committed, then read back), and only on the broker that leads `_schemas` partition 0 (in a
+//! cluster another broker answers writes with 50004; it does not forward them yet). Ids are
+//! decided by that one writer from the state it has caught up with, so they stay unique.
+//!
+//! The topic is created on first write as Confluent's registry creates it: one partition,
+//! `cleanup.policy=compact`, the replication factor of
+//! `sluice.schema.registry.topic.replication.factor` (one on a single node).
+
+pub mod errors;
+pub mod formats;
+pub mod records;
+pub mod store;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::ResponseError as E;
+use tracing::warn;
+
+use crate::clock::now_ms;
+use crate::cluster::TopicInfo;
+use crate::cluster::internal_topic::{InternalTopic, InternalTopics};
+use crate::group::replay::Entry;
+use crate::group::store::Leader;
+pub use errors::Error;
+use records::Record;
+use store::Store;
+
+pub const TOPIC: &str = "_schemas";
+
+/// How long a write waits for its records to be committed.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The state read so far and where reading goes on.
+#[derive(Default)]
+struct Loaded {
+    store: Store,
+    next: i64,
+}
+
+pub struct Registry {
+    topics: Arc<dyn InternalTopics>,
+    replication_factor: i16,
+    loaded: Mutex<Loaded>,
+    /// One write at a time: decided, appended, committed and read back before the next.
+    writes: tokio::sync::Mutex<()>,
+}
+
+impl Registry {
+    pub fn new(topics: Arc<dyn InternalTopics>, replication_factor: i16) -> Registry {
+        Registry {
+            topics,
+            replication_factor,
+            loaded: Mutex::new(Loaded::default()),
+            writes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Answers from the state, caught up with `_schemas` first.
+    pub fn read<T>(&self, f: impl FnOnce(&Store) -> T) -> T {
+        let mut l = self.loaded.lock().unwrap();
+        self.catch_up(&mut l);
+        f(&l.store)
+    }
+
+    /// Applies the records of `_schemas` past `l.next`, up to its high watermark.
+    fn catch_up(&self, l: &mut Loaded) {
+        let Some(p) = self
+            .topics
+            .topic(TOPIC)
+            .and_then(|t| t.partition(0).cloned())
+        else {
+            return;
+        };
+        let store = &mut l.store;
+        let read = crate::group::replay::replay_from(&p, l.next, |e| {
+            let Entry::Record {
+                key, value, offset, ..
+            } = e
+            else {
+                return;
+            };
+            match records::decode(&key, value.as_deref()) {
+                Ok(Some(r)) => store.apply(r),
+                Ok(None) => {}
+                Err(why) => warn!("{TOPIC}-0 offset {offset}: unreadable record: {why}"),
+            }
+        });
+        match read {
+            Ok(next) => l.next = next,
+            Err(e) => warn!("cannot read {TOPIC}: {e:#}"),
+        }
+    }
+
+    /// Decides a write on the caught-up state (`decide` gives the answer and the records to
+    /// append), appends the records and waits until they are committed and applied.
+    pub async fn write<T>(
+        &self,
+        decide: impl FnOnce(&Store) -> Result<(T, Vec<Record>), Error>,
+    ) -> Result<T, Error> {
+        let _one = self.writes.lock().await;
+        let topic = self.ensure_topic().await?;
+        let (answer, records) = {
+            let mut l = self.loaded.lock().unwrap();
+            self.catch_up(&mut l);
+            decide(&l.store)?
+        };
+        if records.is_empty() {
+            return Ok(answer);
+        }
+        let p = topic.partition(0).cloned().ok_or(Error::not_leader())?;
+        if !p.is_leader() {
+            return Err(Error::not_leader());
+        }
+        let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            records.iter().map(records::encode).collect();
+        let batch: crate::group::store::Records = encoded
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.map(Into::into)))
+            .collect();
+        let mut buf = crate::group::store::encode_batch(&batch, now_ms(), None)
+            .map_err(|e| Error::store(format!("{e:#}")))?;
+        let at = Leader {
+            partition: 0,
+            epoch: p.leader_epoch(),
+        };
+        crate::group::store::append_committed(
+            &*self.topics,
+            TOPIC,
+            TOPIC,
+            at,
+            &mut buf,
+            WRITE_TIMEOUT,
+        )
+        .await
+        .map_err(|code| match E::try_from_code(code) {
+            Some(E::NotCoordinator) => Error::not_leader(),
+            Some(E::CoordinatorNotAvailable) => Error::timeout(format!(
+                "{TOPIC} is not writable yet (too few in-sync replicas)"
+            )),
+            other => Error::store(format!("{other:?}")),
+        })?;
+        let mut l = self.loaded.lock().unwrap();
+        self.catch_up(&mut l);
+        Ok(answer)
+    }
+
+    async fn ensure_topic(&self) -> Result<Arc<TopicInfo>, Error> {
+        let configs = [("cleanup.policy", "compact".to_string())];
+        self.topics
+            .ensure(InternalTopic::new(
+                TOPIC,
+                1,
+                self.replication_factor,
+                &configs,
+            ))
+            .await
+            .map_err(|_| Error::timeout(format!("{TOPIC} cannot be created yet")))
+    }
+}
