@@ -315,13 +315,12 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Int,
         default: Some("0"),
     },
-    // Where a node without `process.roles` keeps its metadata: `raft` (the cluster's Raft
-    // quorum and controller, itself the only voter) or `file` (an earlier release's
-    // `sluice-metadata` file).
+    // Where a node without `process.roles` keeps its metadata: `file` (its `sluice-metadata`
+    // file) or `raft` (the cluster's Raft quorum and controller, itself the only voter).
     KafkaKey {
         name: "sluice.metadata.quorum",
         ty: KafkaType::String,
-        default: Some("raft"),
+        default: Some("file"),
     },
 ];
 
