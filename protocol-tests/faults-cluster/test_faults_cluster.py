@@ -143,7 +143,9 @@ def move_leader():
     check(rc == 0, "cli --move-leader exit %d" % rc)
     moved = json.loads(out)
     check(moved["leader"] != to, "the CLI moved it from %d to %s" % (to, moved))
-    wait_until(lambda: leader(t, 1) == moved["leader"], 30, "the second move", interval=0.5)
+    # Every node, the one asked next included, must see the move before it can refuse one.
+    wait_until(lambda: all(leader(t, n) == moved["leader"] for n in NODES), 30,
+               "every node to see the second move", interval=0.5)
     status, body = http(via, "POST", "/faults", {"kind": "move_leader", "topic": t,
                                                  "partition": 0, "to": moved["leader"]})
     check(status == 400 and "already leads" in body.get("error", ""),
