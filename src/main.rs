@@ -70,7 +70,10 @@ fn verify(args: &sluice::verify::VerifyArgs) -> ! {
                 let v = sluice::verify::render_json(&args.topic, &r);
                 println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
-                print!("{}", sluice::verify::render_text(&args.topic, &r, args.show));
+                print!(
+                    "{}",
+                    sluice::verify::render_text(&args.topic, &r, args.show)
+                );
             }
             std::process::exit(if r.ok() { 0 } else { 1 })
         }

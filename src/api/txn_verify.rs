@@ -25,9 +25,9 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
 use crate::broker::Broker;
+use crate::log::batch::BatchHeader;
 use crate::txn::peers::Purpose;
 use crate::txn::state::*;
-use crate::log::batch::BatchHeader;
 
 /// What a request's version lets the broker do with a partition not yet in the transaction
 /// (Kafka's TransactionSupportedOperation).

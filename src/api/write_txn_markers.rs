@@ -24,11 +24,11 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use super::authz::Op;
+use super::txn_markers::write_local;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::producer::TxnMarker;
-use super::txn_markers::write_local;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::WriteTxnMarkers,

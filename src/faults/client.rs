@@ -294,7 +294,9 @@ impl FaultsArgs {
                     let (topic, partition) = tp
                         .rsplit_once(':')
                         .and_then(|(t, p)| Some((t, p.parse::<i32>().ok()?)))
-                        .ok_or_else(|| anyhow!("--move-leader takes TOPIC:PARTITION, not {tp:?}"))?;
+                        .ok_or_else(|| {
+                            anyhow!("--move-leader takes TOPIC:PARTITION, not {tp:?}")
+                        })?;
                     spec.insert("kind".into(), "move_leader".into());
                     spec.insert("topic".into(), topic.into());
                     spec.insert("partition".into(), partition.into());

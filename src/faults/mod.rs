@@ -209,7 +209,9 @@ impl Spec {
                 .iter()
                 .find(|k| o.contains_key(**k))
         {
-            return Err(format!("{k} is not for kind {kind:?} (it acts on the node)"));
+            return Err(format!(
+                "{k} is not for kind {kind:?} (it acts on the node)"
+            ));
         }
         let api_key = match o.get("api_key") {
             None if kind == "down" || on_node => ANY_KEY,

@@ -236,7 +236,10 @@ fn a_down_node_refuses_new_connections_while_live() {
     let t0 = std::time::Instant::now();
     assert!(!r.down_at(t0));
     // A close of one key, or with a count, or for one client, is no node down.
-    r.add_at(spec(json!({"api_key": "Produce", "kind": "close", "count": null})), t0);
+    r.add_at(
+        spec(json!({"api_key": "Produce", "kind": "close", "count": null})),
+        t0,
+    );
     r.add_at(spec(json!({"api_key": "*", "kind": "close"})), t0);
     r.add_at(
         spec(json!({"kind": "down", "duration_ms": 50, "client_id": "c"})),
@@ -252,13 +255,18 @@ fn a_down_node_refuses_new_connections_while_live() {
 fn node_faults_are_read_and_never_fire_on_requests() {
     let m = spec(json!({"kind": "move_leader", "topic": "t", "partition": 2, "to": 3}));
     assert_eq!(m.action, Action::MoveLeader(Some(3)));
-    assert_eq!((m.filter.topic.as_deref(), m.filter.partition), (Some("t"), Some(2)));
+    assert_eq!(
+        (m.filter.topic.as_deref(), m.filter.partition),
+        (Some("t"), Some(2))
+    );
     assert_eq!(m.count, Some(1));
     let any = spec(json!({"kind": "move_leader", "topic": "t", "partition": 0}));
     assert_eq!(any.action, Action::MoveLeader(None));
     assert!(err(json!({"kind": "move_leader", "topic": "t"})).contains("topic and partition"));
-    assert!(err(json!({"kind": "move_leader", "topic": "t", "partition": 0, "to": -1}))
-        .contains("broker id"));
+    assert!(
+        err(json!({"kind": "move_leader", "topic": "t", "partition": 0, "to": -1}))
+            .contains("broker id")
+    );
     assert!(err(json!({"kind": "isolate", "to": 2})).contains("only for kind"));
     assert!(err(json!({"kind": "isolate", "api_key": "Produce"})).contains("acts on the node"));
     assert!(err(json!({"kind": "isolate", "topic": "t"})).contains("whole node"));

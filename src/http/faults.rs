@@ -90,14 +90,11 @@ async fn add(s: &HttpState, headers: &HeaderMap, body: &str) -> Answer {
     if let (Action::MoveLeader(to), Some(c)) = (action, &cluster) {
         let topic = spec.filter.topic.clone().unwrap_or_default();
         let partition = spec.filter.partition.unwrap_or_default();
-        let l = c
-            .move_leader(&topic, partition, to)
-            .await
-            .map_err(|why| {
-                Failure::bad_request(format!(
-                    "cannot move the leader of {topic}-{partition}: {why}"
-                ))
-            })?;
+        let l = c.move_leader(&topic, partition, to).await.map_err(|why| {
+            Failure::bad_request(format!(
+                "cannot move the leader of {topic}-{partition}: {why}"
+            ))
+        })?;
         tracing::info!("faults: broker {l} leads {topic}-{partition} now");
         leader = Some(l);
     }
@@ -145,7 +142,10 @@ fn isolate_as_listed(b: &Broker) {
         if on {
             tracing::warn!("faults: node {} isolated from the other nodes", b.node_id());
         } else {
-            tracing::warn!("faults: node {} may reach the other nodes again", b.node_id());
+            tracing::warn!(
+                "faults: node {} may reach the other nodes again",
+                b.node_id()
+            );
         }
     }
 }

@@ -108,14 +108,8 @@ impl Brokers {
                 .get(&node)
                 .ok_or_else(|| anyhow!("no address for broker {node}"))?
                 .clone();
-            let c = LeaderConn::connect(
-                node,
-                &addr,
-                CLIENT_ID.into(),
-                MAX_FRAME,
-                &self.security,
-            )
-            .await?;
+            let c = LeaderConn::connect(node, &addr, CLIENT_ID.into(), MAX_FRAME, &self.security)
+                .await?;
             self.conns.insert(node, c);
         }
         Ok(self.conns.get_mut(&node).expect("just connected"))
@@ -244,13 +238,22 @@ impl Brokers {
             if batch.control {
                 continue;
             }
-            let records = decode(batch.bytes)
-                .map_err(|e| anyhow!("partition {p}: a batch at {} does not decode: {e}", batch.base_offset))?;
-            out.extend(records.into_iter().filter(|r| r.offset >= from).map(|r| Found {
-                partition: p,
-                offset: r.offset,
-                value: r.value.map(|v| String::from_utf8_lossy(&v).into_owned()),
-            }));
+            let records = decode(batch.bytes).map_err(|e| {
+                anyhow!(
+                    "partition {p}: a batch at {} does not decode: {e}",
+                    batch.base_offset
+                )
+            })?;
+            out.extend(
+                records
+                    .into_iter()
+                    .filter(|r| r.offset >= from)
+                    .map(|r| Found {
+                        partition: p,
+                        offset: r.offset,
+                        value: r.value.map(|v| String::from_utf8_lossy(&v).into_owned()),
+                    }),
+            );
         }
         Ok((out, next))
     }

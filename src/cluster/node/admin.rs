@@ -344,11 +344,8 @@ impl ClusterNode {
             .ok_or_else(|| format!("no partition {topic}-{partition}"))?;
         let (order, target) = leader_move(p, to, &|r| img.is_active(r))?;
         let id = t.id;
-        let req = ControllerRequest::Reassign(vec![(
-            topic.to_string(),
-            partition,
-            Some(order.clone()),
-        )]);
+        let req =
+            ControllerRequest::Reassign(vec![(topic.to_string(), partition, Some(order.clone()))]);
         match self.call(req).await {
             Ok(ControllerReply::Done(r)) if r.iter().all(Result::is_ok) => {}
             Ok(other) => return Err(format!("the controller refused the reordering: {other:?}")),
@@ -416,10 +413,26 @@ mod leader_move_tests {
     fn a_move_that_cannot_happen_says_why() {
         let p = partition(&[1, 2, 3], &[1, 2], 1);
         let all = |_| true;
-        assert!(leader_move(&p, Some(1), &all).unwrap_err().contains("already leads"));
-        assert!(leader_move(&p, Some(4), &all).unwrap_err().contains("no replica"));
-        assert!(leader_move(&p, Some(3), &all).unwrap_err().contains("not in sync"));
-        assert!(leader_move(&p, Some(2), &|r| r != 2).unwrap_err().contains("not active"));
+        assert!(
+            leader_move(&p, Some(1), &all)
+                .unwrap_err()
+                .contains("already leads")
+        );
+        assert!(
+            leader_move(&p, Some(4), &all)
+                .unwrap_err()
+                .contains("no replica")
+        );
+        assert!(
+            leader_move(&p, Some(3), &all)
+                .unwrap_err()
+                .contains("not in sync")
+        );
+        assert!(
+            leader_move(&p, Some(2), &|r| r != 2)
+                .unwrap_err()
+                .contains("not active")
+        );
         let alone = partition(&[1, 2], &[1], 1);
         assert!(leader_move(&alone, None, &all).is_err());
     }

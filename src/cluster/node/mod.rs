@@ -34,11 +34,11 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::clock::now_ms;
-use crate::cluster::{Controller, Partition};
 use crate::cluster::control::active::{AlterIsr, ControlConfig, ineligible_members};
 use crate::cluster::fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};
 use crate::cluster::metadata::MetadataImage;
 use crate::cluster::quorum::{CallError, Quorum, QuorumConfig};
+use crate::cluster::{Controller, Partition};
 use crate::config::{BrokerConfig, ClusterConfig};
 
 pub use replicas::{Followed, Reconciled};
