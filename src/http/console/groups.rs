@@ -15,8 +15,7 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
     ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
-    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
-    list_groups_response::ListedGroup,
+    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse, list_groups_response::ListedGroup,
     offset_fetch_request::OffsetFetchRequestGroup,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};

@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, ProduceRequest, ProduceResponse, TopicName,
     produce_request::{PartitionProduceData, TopicProduceData},
 };
-use kafka_protocol::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -286,7 +286,9 @@ async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answ
     let rec = TestRecord::parse(&body).map_err(Failure::bad_request)?;
     let target = match Target::of(&ctx, &rec.topic).await {
         Ok(t) => t,
-        Err(Refusal::Kafka(..)) => return Err(Failure::not_found(format!("no topic {}", rec.topic))),
+        Err(Refusal::Kafka(..)) => {
+            return Err(Failure::not_found(format!("no topic {}", rec.topic)));
+        }
         Err(Refusal::Http(f)) => return Err(f),
     };
     let partition = target.partition_for(rec.partition, rec.key.as_ref().map(|k| k.as_bytes()));

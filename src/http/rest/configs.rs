@@ -2,9 +2,7 @@
 //! `POST .../configs:alter` (a batch of SET and DELETE). Read with DescribeConfigs v4
 //! (with synonyms), changed with IncrementalAlterConfigs v1; changes answer 204.
 
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::extract::Path;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
@@ -15,8 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Answer, Reply, Req, RestError, admit_cluster, ok, parse_body, reply};
-use crate::http::HttpState;
+use super::{Answer, Reply, Req, RestError, ok, parse_body};
 use crate::http::console::cluster::{describe_topic_configs, source_name};
 use crate::http::console::wire::call;
 
@@ -34,7 +31,7 @@ async fn described(
     Ok(res)
 }
 
-fn config_json(r: &Req, cluster: &str, topic: &str, c: &DescribeConfigsResourceResult) -> Value {
+fn config_json(r: &Req, topic: &str, c: &DescribeConfigsResourceResult) -> Value {
     let name = c.name.to_string();
     let secret = |v: &Option<StrBytes>| {
         if c.is_sensitive {
@@ -57,11 +54,10 @@ fn config_json(r: &Req, cluster: &str, topic: &str, c: &DescribeConfigsResourceR
     json!({
         "kind": "KafkaTopicConfig",
         "metadata": r.meta(
-            cluster,
             &format!("topics/{topic}/configs/{name}"),
             &format!("topic={topic}/config={name}"),
         ),
-        "cluster_id": cluster,
+        "cluster_id": r.cluster,
         "topic_name": topic,
         "name": name,
         "value": secret(&c.value),
@@ -73,46 +69,25 @@ fn config_json(r: &Req, cluster: &str, topic: &str, c: &DescribeConfigsResourceR
     })
 }
 
-pub(super) async fn list(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic)): Path<(String, String)>,
-) -> Response {
-    reply(list_answer(&s, &headers, &cluster, &topic).await)
-}
-
-async fn list_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, topic: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let res = described(&r, topic, None).await?;
+pub(super) async fn list(r: Req, Path((_, topic)): Path<(String, String)>) -> Answer {
+    let res = described(&r, &topic, None).await?;
     let mut configs: Vec<&DescribeConfigsResourceResult> = res.configs.iter().collect();
     configs.sort_by(|a, b| a.name.cmp(&b.name));
     let data = configs
         .into_iter()
-        .map(|c| config_json(&r, cluster, topic, c))
+        .map(|c| config_json(&r, &topic, c))
         .collect();
-    let path = format!("topics/{topic}/configs");
-    ok(r.list("KafkaTopicConfigList", cluster, &path, data))
+    r.list(
+        "KafkaTopicConfigList",
+        &format!("topics/{topic}/configs"),
+        data,
+    )
 }
 
-pub(super) async fn get(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic, name)): Path<(String, String, String)>,
-) -> Response {
-    reply(get_answer(&s, &headers, &cluster, &topic, &name).await)
-}
-
-async fn get_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    topic: &str,
-    name: &str,
-) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let res = described(&r, topic, Some(vec![name.to_string()])).await?;
+pub(super) async fn get(r: Req, Path((_, topic, name)): Path<(String, String, String)>) -> Answer {
+    let res = described(&r, &topic, Some(vec![name.clone()])).await?;
     match res.configs.iter().find(|c| c.name.as_str() == name) {
-        Some(c) => ok(config_json(&r, cluster, topic, c)),
+        Some(c) => ok(config_json(&r, &topic, c)),
         None => Err(RestError::not_found()),
     }
 }
@@ -165,52 +140,29 @@ struct SetConfig {
 }
 
 pub(super) async fn set(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic, name)): Path<(String, String, String)>,
+    r: Req,
+    Path((_, topic, name)): Path<(String, String, String)>,
     body: Bytes,
-) -> Response {
-    reply(set_answer(&s, &headers, (&cluster, &topic, &name), &body).await)
-}
-
-async fn set_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    (cluster, topic, name): (&str, &str, &str),
-    body: &[u8],
 ) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let want: SetConfig = parse_body(body)?;
+    let want: SetConfig = parse_body(&body)?;
     let change = Change {
-        name: name.to_string(),
+        name,
         op: 0,
         value: want.value,
     };
-    alter(&r, topic, vec![change], false).await
+    alter(&r, &topic, vec![change], false).await
 }
 
 pub(super) async fn reset(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic, name)): Path<(String, String, String)>,
-) -> Response {
-    reply(reset_answer(&s, &headers, &cluster, &topic, &name).await)
-}
-
-async fn reset_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    topic: &str,
-    name: &str,
+    r: Req,
+    Path((_, topic, name)): Path<(String, String, String)>,
 ) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
     let change = Change {
-        name: name.to_string(),
+        name,
         op: 1,
         value: None,
     };
-    alter(&r, topic, vec![change], false).await
+    alter(&r, &topic, vec![change], false).await
 }
 
 /// The body of `POST .../configs:alter`.
@@ -229,26 +181,19 @@ struct BatchEntry {
 }
 
 pub(super) async fn alter_batch(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic)): Path<(String, String)>,
+    r: Req,
+    Path((_, topic)): Path<(String, String)>,
     body: Bytes,
-) -> Response {
-    reply(alter_batch_answer(&s, &headers, &cluster, &topic, &body).await)
-}
-
-async fn alter_batch_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    topic: &str,
-    body: &[u8],
 ) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let want: AlterBatch = parse_body(body)?;
+    let want: AlterBatch = parse_body(&body)?;
     let mut changes = Vec::with_capacity(want.data.len());
     for e in want.data {
-        let op = match e.operation.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        let op = match e
+            .operation
+            .as_deref()
+            .map(str::to_ascii_uppercase)
+            .as_deref()
+        {
             None | Some("SET") => 0,
             Some("DELETE") => 1,
             Some(other) => {
@@ -263,5 +208,5 @@ async fn alter_batch_answer(
             value: if op == 0 { e.value } else { None },
         });
     }
-    alter(&r, topic, changes, want.validate_only).await
+    alter(&r, &topic, changes, want.validate_only).await
 }

@@ -3,13 +3,11 @@
 //! (ListGroups; ConsumerGroupDescribe or DescribeGroups on the coordinator; OffsetFetch and
 //! ListOffsets for the lag). A group that does not exist (or is dead) is a plain 404.
 
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::extract::Path;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{Answer, Req, RestError, admit_cluster, ok, reply};
-use crate::http::HttpState;
+use super::{Answer, Req, RestError, ok};
 use crate::http::console::groups::{Described, Member, describe_group, list_groups};
 
 /// Kafka's state name as Confluent spells it: `PreparingRebalance` is
@@ -39,24 +37,24 @@ fn type_name(kind: &str) -> &'static str {
     }
 }
 
-fn group_json(r: &Req, cluster: &str, id: &str, d: &Described) -> Value {
+fn group_json(r: &Req, id: &str, d: &Described) -> Value {
     let path = format!("consumer-groups/{id}");
     let text = |k: &str| d.head[k].as_str().unwrap_or_default().to_string();
     let mut v = json!({
         "kind": "KafkaConsumerGroup",
-        "metadata": r.meta(cluster, &path, &format!("consumer-group={id}")),
-        "cluster_id": cluster,
+        "metadata": r.meta(&path, &format!("consumer-group={id}")),
+        "cluster_id": r.cluster,
         "consumer_group_id": id,
         "is_simple": text("protocol_type").is_empty(),
         "partition_assignor": text("protocol"),
         "state": state_name(&text("state")),
         "type": type_name(&text("type")),
         "is_mixed_consumer_group": false,
-        "consumers": r.related(cluster, &format!("{path}/consumers")),
-        "lag_summary": r.related(cluster, &format!("{path}/lag-summary")),
+        "consumers": r.related(&format!("{path}/consumers")),
+        "lag_summary": r.related(&format!("{path}/lag-summary")),
     });
     if d.coordinator >= 0 {
-        v["coordinator"] = r.related(cluster, &format!("brokers/{}", d.coordinator));
+        v["coordinator"] = r.related(&format!("brokers/{}", d.coordinator));
     }
     v
 }
@@ -64,7 +62,7 @@ fn group_json(r: &Req, cluster: &str, id: &str, d: &Described) -> Value {
 /// The group, or 404 when there is none.
 async fn described(r: &Req, id: &str) -> Result<Described, RestError> {
     describe_group(&r.ctx, id).await.map_err(|f| {
-        if f.0 == axum::http::StatusCode::NOT_FOUND {
+        if f.0 == StatusCode::NOT_FOUND {
             RestError::not_found()
         } else {
             f.into()
@@ -72,100 +70,61 @@ async fn described(r: &Req, id: &str) -> Result<Described, RestError> {
     })
 }
 
-pub(super) async fn list(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path(cluster): Path<String>,
-) -> Response {
-    reply(list_answer(&s, &headers, &cluster).await)
-}
-
-async fn list_answer(s: &HttpState, headers: &HeaderMap, cluster: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn list(r: Req) -> Answer {
     let mut data = Vec::new();
     for g in list_groups(&r.ctx).await? {
         let id = g.group_id.0.to_string();
         // A group that went away between the listing and its description is left out.
         match describe_group(&r.ctx, &id).await {
-            Ok(d) => data.push(group_json(&r, cluster, &id, &d)),
-            Err(f) if f.0 == axum::http::StatusCode::NOT_FOUND => {}
+            Ok(d) => data.push(group_json(&r, &id, &d)),
+            Err(f) if f.0 == StatusCode::NOT_FOUND => {}
             Err(f) => return Err(f.into()),
         }
     }
-    ok(r.list("KafkaConsumerGroupList", cluster, "consumer-groups", data))
+    r.list("KafkaConsumerGroupList", "consumer-groups", data)
 }
 
-pub(super) async fn get(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, id)): Path<(String, String)>,
-) -> Response {
-    reply(get_answer(&s, &headers, &cluster, &id).await)
-}
-
-async fn get_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, id: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn get(r: Req, Path((_, id)): Path<(String, String)>) -> Answer {
+    let id = id.as_str();
     let d = described(&r, id).await?;
-    ok(group_json(&r, cluster, id, &d))
+    ok(group_json(&r, id, &d))
 }
 
-fn consumer_json(r: &Req, cluster: &str, group: &str, m: &Member) -> Value {
+fn consumer_json(r: &Req, group: &str, m: &Member) -> Value {
     let path = format!("consumer-groups/{group}/consumers/{}", m.member_id);
     json!({
         "kind": "KafkaConsumer",
-        "metadata": r.meta(
-            cluster,
-            &path,
+        "metadata": r.meta(&path,
             &format!("consumer-group={group}/consumer={}", m.member_id),
         ),
-        "cluster_id": cluster,
+        "cluster_id": r.cluster,
         "consumer_group_id": group,
         "consumer_id": m.member_id,
         "instance_id": m.instance_id,
         "client_id": m.client_id,
-        "assignments": r.related(cluster, &format!("{path}/assignments")),
+        "assignments": r.related(&format!("{path}/assignments")),
     })
 }
 
-pub(super) async fn consumers(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, id)): Path<(String, String)>,
-) -> Response {
-    reply(consumers_answer(&s, &headers, &cluster, &id).await)
-}
-
-async fn consumers_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, id: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn consumers(r: Req, Path((_, id)): Path<(String, String)>) -> Answer {
+    let id = id.as_str();
     let d = described(&r, id).await?;
-    let data = d
-        .members
-        .iter()
-        .map(|m| consumer_json(&r, cluster, id, m))
-        .collect();
-    let path = format!("consumer-groups/{id}/consumers");
-    ok(r.list("KafkaConsumerList", cluster, &path, data))
+    let data = d.members.iter().map(|m| consumer_json(&r, id, m)).collect();
+    r.list(
+        "KafkaConsumerList",
+        &format!("consumer-groups/{id}/consumers"),
+        data,
+    )
 }
 
 pub(super) async fn consumer(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, id, member)): Path<(String, String, String)>,
-) -> Response {
-    reply(consumer_answer(&s, &headers, &cluster, &id, &member).await)
-}
-
-async fn consumer_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    id: &str,
-    member: &str,
+    r: Req,
+    Path((_, id, member)): Path<(String, String, String)>,
 ) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+    let id = id.as_str();
     let d = described(&r, id).await?;
     match d.members.iter().find(|m| m.member_id == member) {
-        Some(m) => ok(consumer_json(&r, cluster, id, m)),
+        Some(m) => ok(consumer_json(&r, id, m)),
         None => Err(RestError::not_found()),
     }
 }
@@ -183,16 +142,8 @@ fn lag_rows(d: &Described) -> Vec<(&str, i32, i64, i64, i64, Option<&Member>)> {
         .collect()
 }
 
-pub(super) async fn lags(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, id)): Path<(String, String)>,
-) -> Response {
-    reply(lags_answer(&s, &headers, &cluster, &id).await)
-}
-
-async fn lags_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, id: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn lags(r: Req, Path((_, id)): Path<(String, String)>) -> Answer {
+    let id = id.as_str();
     let d = described(&r, id).await?;
     let data = lag_rows(&d)
         .into_iter()
@@ -200,12 +151,10 @@ async fn lags_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, id: &str
             let path = format!("consumer-groups/{id}/lags/{topic}/partitions/{p}");
             json!({
                 "kind": "KafkaConsumerLag",
-                "metadata": r.meta(
-                    cluster,
-                    &path,
+                "metadata": r.meta(&path,
                     &format!("consumer-group={id}/lag={topic}/partition={p}"),
                 ),
-                "cluster_id": cluster,
+                "cluster_id": r.cluster,
                 "consumer_group_id": id,
                 "topic_name": topic,
                 "partition_id": p,
@@ -218,40 +167,31 @@ async fn lags_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, id: &str
             })
         })
         .collect();
-    let path = format!("consumer-groups/{id}/lags");
-    ok(r.list("KafkaConsumerLagList", cluster, &path, data))
+    r.list(
+        "KafkaConsumerLagList",
+        &format!("consumer-groups/{id}/lags"),
+        data,
+    )
 }
 
-pub(super) async fn lag_summary(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, id)): Path<(String, String)>,
-) -> Response {
-    reply(lag_summary_answer(&s, &headers, &cluster, &id).await)
-}
-
-async fn lag_summary_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    id: &str,
-) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn lag_summary(r: Req, Path((_, id)): Path<(String, String)>) -> Answer {
+    let id = id.as_str();
     let d = described(&r, id).await?;
     let rows = lag_rows(&d);
     let total: i64 = rows.iter().map(|row| row.4).sum();
     // The first partition with the largest lag.
-    let max = rows
-        .iter()
-        .fold(None, |best: Option<&(_, _, _, _, i64, _)>, row| match best {
+    let max = rows.iter().fold(
+        None,
+        |best: Option<&(_, _, _, _, i64, _)>, row| match best {
             Some(b) if b.4 >= row.4 => Some(b),
             _ => Some(row),
-        });
+        },
+    );
     let path = format!("consumer-groups/{id}/lag-summary");
     let mut v = json!({
         "kind": "KafkaConsumerGroupLagSummary",
-        "metadata": r.meta(cluster, &path, &format!("consumer-group={id}/lag-summary")),
-        "cluster_id": cluster,
+        "metadata": r.meta(&path, &format!("consumer-group={id}/lag-summary")),
+        "cluster_id": r.cluster,
         "consumer_group_id": id,
         "max_lag_consumer_id": "",
         "max_lag_instance_id": null,
@@ -269,11 +209,8 @@ async fn lag_summary_answer(
         v["max_lag_topic_name"] = json!(topic);
         v["max_lag_partition_id"] = json!(p);
         v["max_lag"] = json!(lag);
-        v["max_lag_consumer"] = r.related(
-            cluster,
-            &format!("consumer-groups/{id}/consumers/{consumer}"),
-        );
-        v["max_lag_partition"] = r.related(cluster, &format!("topics/{topic}/partitions/{p}"));
+        v["max_lag_consumer"] = r.related(&format!("consumer-groups/{id}/consumers/{consumer}"));
+        v["max_lag_partition"] = r.related(&format!("topics/{topic}/partitions/{p}"));
     }
     ok(v)
 }

@@ -22,7 +22,11 @@ mod groups;
 mod records;
 mod topics;
 
+use std::collections::HashMap;
+
 use axum::Router;
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -31,6 +35,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::console::cluster::metadata;
+use super::console::produce::Refusal;
 use super::console::wire::{denied, error_name};
 use super::console::{Ctx, Failure, broker_of, sign_in};
 
@@ -91,6 +96,15 @@ impl RestError {
     /// A body that is not what the endpoint reads (400, as Jackson's errors are).
     pub fn bad_request(message: impl Into<String>) -> RestError {
         RestError::new(StatusCode::BAD_REQUEST, 400, message)
+    }
+
+    /// A produce or config body with nothing in it (422).
+    pub fn empty_body() -> RestError {
+        RestError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            42206,
+            "Payload error. Request body is empty. Data is required.",
+        )
     }
 
     /// JAX-RS's plain 404 (an unknown group, config, broker, path).
@@ -162,6 +176,15 @@ impl From<Failure> for RestError {
     }
 }
 
+impl From<Refusal> for RestError {
+    fn from(r: Refusal) -> RestError {
+        match r {
+            Refusal::Kafka(code, msg) => RestError::kafka(code, msg),
+            Refusal::Http(f) => f.into(),
+        }
+    }
+}
+
 impl From<anyhow::Error> for RestError {
     fn from(e: anyhow::Error) -> RestError {
         RestError::new(StatusCode::INTERNAL_SERVER_ERROR, 50002, format!("{e:#}"))
@@ -196,29 +219,55 @@ pub(super) enum Reply {
     NoContent,
 }
 
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        match self {
+            Reply::Json(status, v) => json_response(status, &v),
+            Reply::NoContent => StatusCode::NO_CONTENT.into_response(),
+        }
+    }
+}
+
 pub(super) type Answer = Result<Reply, RestError>;
 
 pub(super) fn ok(v: Value) -> Answer {
     Ok(Reply::Json(StatusCode::OK, v))
 }
 
-pub(super) fn reply(a: Answer) -> Response {
-    match a {
-        Ok(Reply::Json(status, v)) => json_response(status, &v),
-        Ok(Reply::NoContent) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
 /// A request that passed the checks every REST call passes: there is a broker, the proxy
-/// is on, the credentials are a SASL user's (when SASL is on); `base` is the URL prefix of
-/// the links in the answer.
+/// is on, the credentials are a SASL user's (when SASL is on), and the path's `cluster_id`
+/// (when it has one) names this cluster; `base` is the URL prefix of the links in the
+/// answer.
 pub(super) struct Req {
     pub ctx: Ctx,
     pub base: String,
+    /// The path's cluster id (empty under `/v3/clusters` itself).
+    pub cluster: String,
 }
 
-pub(super) fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Req, RestError> {
+impl FromRequestParts<HttpState> for Req {
+    type Rejection = RestError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &HttpState) -> Result<Req, RestError> {
+        let mut req = admit(s, &parts.headers)?;
+        let params = Path::<HashMap<String, String>>::from_request_parts(parts, s).await;
+        if let Ok(Path(params)) = params
+            && let Some(cluster) = params.get("cluster_id")
+        {
+            if cluster_id_of(&req.ctx).await? != *cluster {
+                return Err(RestError::new(
+                    StatusCode::NOT_FOUND,
+                    404,
+                    format!("Cluster {cluster} cannot be found."),
+                ));
+            }
+            req.cluster = cluster.clone();
+        }
+        Ok(req)
+    }
+}
+
+fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Req, RestError> {
     let broker = broker_of(s)?;
     if !broker.config.rest_proxy_enabled {
         return Err(RestError::new(
@@ -242,25 +291,8 @@ pub(super) fn admit(s: &HttpState, headers: &HeaderMap) -> Result<Req, RestError
     Ok(Req {
         ctx: Ctx { broker, session },
         base: format!("http://{host}/v3"),
+        cluster: String::new(),
     })
-}
-
-/// Admits the request and checks that `cluster_id` names this cluster (404 with
-/// Confluent's message when it does not).
-pub(super) async fn admit_cluster(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster_id: &str,
-) -> Result<Req, RestError> {
-    let req = admit(s, headers)?;
-    if cluster_id_of(&req.ctx).await? != cluster_id {
-        return Err(RestError::new(
-            StatusCode::NOT_FOUND,
-            404,
-            format!("Cluster {cluster_id} cannot be found."),
-        ));
-    }
-    Ok(req)
 }
 
 /// The cluster id, from this broker's Metadata answer.
@@ -270,48 +302,46 @@ pub(super) async fn cluster_id_of(ctx: &Ctx) -> Result<String, RestError> {
 }
 
 impl Req {
-    /// `{base}/clusters/{cluster}/{path}` (no trailing slash for an empty path).
-    pub fn url(&self, cluster: &str, path: &str) -> String {
+    /// `{base}/clusters/{cluster}/{path}` in the request's cluster (no trailing slash for an
+    /// empty path).
+    pub fn url(&self, path: &str) -> String {
         if path.is_empty() {
-            format!("{}/clusters/{cluster}", self.base)
+            format!("{}/clusters/{}", self.base, self.cluster)
         } else {
-            format!("{}/clusters/{cluster}/{path}", self.base)
+            format!("{}/clusters/{}/{path}", self.base, self.cluster)
         }
     }
 
-    /// A `{"related": url}` link.
-    pub fn related(&self, cluster: &str, path: &str) -> Value {
-        json!({ "related": self.url(cluster, path) })
+    /// A `{"related": url}` link to `path` in the request's cluster.
+    pub fn related(&self, path: &str) -> Value {
+        json!({ "related": self.url(path) })
     }
 
     /// A resource's `metadata`: its URL and its CRN (`crn:///kafka=<cluster>/<crn>`).
-    pub fn meta(&self, cluster: &str, path: &str, crn: &str) -> Value {
+    pub fn meta(&self, path: &str, crn: &str) -> Value {
+        let cluster = &self.cluster;
         let resource_name = if crn.is_empty() {
             format!("crn:///kafka={cluster}")
         } else {
             format!("crn:///kafka={cluster}/{crn}")
         };
-        json!({ "self": self.url(cluster, path), "resource_name": resource_name })
+        json!({ "self": self.url(path), "resource_name": resource_name })
     }
 
     /// A collection: `{"kind", "metadata": {"self", "next": null}, "data"}`.
-    pub fn list(&self, kind: &str, cluster: &str, path: &str, data: Vec<Value>) -> Value {
-        json!({
+    pub fn list(&self, kind: &str, path: &str, data: Vec<Value>) -> Answer {
+        ok(json!({
             "kind": kind,
-            "metadata": { "self": self.url(cluster, path), "next": null },
+            "metadata": { "self": self.url(path), "next": null },
             "data": data,
-        })
+        }))
     }
 }
 
 /// A request body read as JSON of type `T` (400 with the parser's reason when it is not).
 pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, RestError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(RestError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            42206,
-            "Payload error. Request body is empty. Data is required.",
-        ));
+        return Err(RestError::empty_body());
     }
     serde_json::from_slice(body).map_err(|e| RestError::bad_request(e.to_string()))
 }
@@ -336,7 +366,10 @@ mod tests {
         let e = RestError::kafka(ResponseError::GroupAuthorizationFailed.code(), None);
         assert_eq!(e.code, 40301);
         let e = RestError::kafka(ResponseError::NotCoordinator.code(), None);
-        assert_eq!((e.status, e.code), (StatusCode::INTERNAL_SERVER_ERROR, 50003));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::INTERNAL_SERVER_ERROR, 50003)
+        );
         let e = RestError::kafka(ResponseError::InvalidConfig.code(), Some(String::new()));
         assert_eq!((e.code, e.message.as_str()), (40002, "INVALID_CONFIG"));
     }

@@ -13,8 +13,8 @@
 //! Each goes through the Produce handler (acks=all) as the caller.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
@@ -23,10 +23,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Req, RestError, admit_cluster};
-use crate::http::HttpState;
+use super::{Req, RestError};
 use crate::http::console::Ctx;
-use crate::http::console::produce::{Outgoing, Refusal, Target, send};
+use crate::http::console::produce::{Outgoing, Target, send};
 
 /// The most bytes one record's JSON may take.
 const MAX_RECORD: usize = 16 * 1024 * 1024;
@@ -35,31 +34,19 @@ const MAX_RECORD: usize = 16 * 1024 * 1024;
 const REPORTS_AHEAD: usize = 64;
 
 pub(super) async fn produce(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic)): Path<(String, String)>,
+    r: Req,
+    Path((_, topic)): Path<(String, String)>,
     body: Body,
 ) -> Response {
-    match start(&s, &headers, &cluster, &topic, body).await {
-        Ok(r) => r,
+    match start(r, &topic, body).await {
+        Ok(resp) => resp,
         Err(e) => e.into_response(),
     }
 }
 
 /// Checks the topic and the first bytes of the body, then streams the reports.
-async fn start(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    topic: &str,
-    body: Body,
-) -> Result<Response, RestError> {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let target = match Target::of(&r.ctx, topic).await {
-        Ok(t) => t,
-        Err(Refusal::Kafka(code, msg)) => return Err(RestError::kafka(code, msg)),
-        Err(Refusal::Http(f)) => return Err(f.into()),
-    };
+async fn start(r: Req, topic: &str, body: Body) -> Result<Response, RestError> {
+    let target = Target::of(&r.ctx, topic).await?;
     let mut input = body.into_data_stream();
     let mut buf = BytesMut::new();
     // Up to the first byte that is not white space: an empty body is refused at once.
@@ -67,24 +54,12 @@ async fn start(
         match input.next().await {
             Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
             Some(Err(e)) => return Err(RestError::bad_request(format!("reading the body: {e}"))),
-            None => {
-                return Err(RestError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    42206,
-                    "Payload error. Request body is empty. Data is required.",
-                ));
-            }
+            None => return Err(RestError::empty_body()),
         }
     }
     let (tx, rx) = mpsc::channel::<Bytes>(REPORTS_AHEAD);
-    let cluster = cluster.to_string();
     tokio::spawn(async move {
-        let mut p = Producing {
-            r,
-            cluster,
-            target,
-            tx,
-        };
+        let mut p = Producing { r, target, tx };
         p.run(buf, input).await;
     });
     let reports = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -103,7 +78,6 @@ async fn start(
 /// One request's records being produced.
 struct Producing {
     r: Req,
-    cluster: String,
     target: Target,
     tx: mpsc::Sender<Bytes>,
 }
@@ -132,7 +106,9 @@ impl Producing {
                     }
                     Some(Err(e)) if e.is_eof() && !ended => break,
                     Some(Err(e)) => {
-                        let _ = self.report(RestError::bad_request(e.to_string()).body()).await;
+                        let _ = self
+                            .report(RestError::bad_request(e.to_string()).body())
+                            .await;
                         return;
                     }
                     None => {
@@ -211,24 +187,19 @@ impl Producing {
             timestamp,
         };
         let ctx: &Ctx = &self.r.ctx;
-        let sent = match send(ctx, &self.target, partition, &out).await {
-            Ok(s) => s,
-            Err(Refusal::Kafka(code, msg)) => return Err(RestError::kafka(code, msg)),
-            Err(Refusal::Http(f)) => return Err(f.into()),
-        };
+        let sent = send(ctx, &self.target, partition, &out).await?;
         let written_at = if sent.log_append_time >= 0 {
             sent.log_append_time
         } else {
             timestamp
         };
         let size = |d: &Option<Data>, b: &Option<Bytes>| {
-            d.as_ref().map(|d| {
-                json!({ "type": d.kind(), "size": b.as_ref().map_or(0, |b| b.len()) })
-            })
+            d.as_ref()
+                .map(|d| json!({ "type": d.kind(), "size": b.as_ref().map_or(0, |b| b.len()) }))
         };
         Ok(json!({
             "error_code": 200,
-            "cluster_id": self.cluster,
+            "cluster_id": self.r.cluster,
             "topic_name": self.target.topic,
             "partition_id": partition,
             "offset": sent.offset,
@@ -307,7 +278,9 @@ fn base64_bytes(s: &str) -> Result<Bytes, RestError> {
     base64::engine::general_purpose::STANDARD
         .decode(s)
         .map(Bytes::from)
-        .map_err(|_| RestError::bad_request(format!("Bad Request: data={s} is not a base64 string.")))
+        .map_err(|_| {
+            RestError::bad_request(format!("Bad Request: data={s} is not a base64 string."))
+        })
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
@@ -412,8 +385,14 @@ mod tests {
     #[test]
     fn instants_read_and_write_as_iso_8601() {
         assert_eq!(parse_instant("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_instant("2021-02-05T19:14:42Z"), Some(1_612_552_482_000));
-        assert_eq!(parse_instant("2021-02-05T19:14:42.5Z"), Some(1_612_552_482_500));
+        assert_eq!(
+            parse_instant("2021-02-05T19:14:42Z"),
+            Some(1_612_552_482_000)
+        );
+        assert_eq!(
+            parse_instant("2021-02-05T19:14:42.5Z"),
+            Some(1_612_552_482_500)
+        );
         assert_eq!(
             parse_instant("2021-02-05T20:14:42.123+01:00"),
             Some(1_612_552_482_123)
@@ -423,7 +402,10 @@ mod tests {
         assert_eq!(parse_instant("yesterday"), None);
         assert_eq!(parse_instant("2021-02-05T19:14:42.Z"), None);
         assert_eq!(format_instant(1_612_552_482_000), "2021-02-05T19:14:42Z");
-        assert_eq!(format_instant(1_612_552_482_123), "2021-02-05T19:14:42.123Z");
+        assert_eq!(
+            format_instant(1_612_552_482_123),
+            "2021-02-05T19:14:42.123Z"
+        );
         assert_eq!(format_instant(0), "1970-01-01T00:00:00Z");
         for ms in [0, 951_782_400_000, 4_102_444_800_999, 1_700_000_000_007] {
             assert_eq!(parse_instant(&format_instant(ms)), Some(ms));
@@ -433,17 +415,44 @@ mod tests {
     #[test]
     fn keys_and_values_encode_by_type() {
         let d = |v: Value| serde_json::from_value::<Data>(v).unwrap();
-        let b = d(json!({"type": "BINARY", "data": "aGVsbG8="})).bytes().unwrap();
+        let b = d(json!({"type": "BINARY", "data": "aGVsbG8="}))
+            .bytes()
+            .unwrap();
         assert_eq!(b.as_deref(), Some(&b"hello"[..]));
         let b = d(json!({"data": "aGk="})).bytes().unwrap();
         assert_eq!(b.as_deref(), Some(&b"hi"[..]));
-        let b = d(json!({"type": "JSON", "data": {"a": [1, 2]}})).bytes().unwrap();
+        let b = d(json!({"type": "JSON", "data": {"a": [1, 2]}}))
+            .bytes()
+            .unwrap();
         assert_eq!(b.as_deref(), Some(&br#"{"a":[1,2]}"#[..]));
-        let b = d(json!({"type": "STRING", "data": "plain"})).bytes().unwrap();
+        let b = d(json!({"type": "STRING", "data": "plain"}))
+            .bytes()
+            .unwrap();
         assert_eq!(b.as_deref(), Some(&b"plain"[..]));
-        assert_eq!(d(json!({"type": "JSON", "data": null})).bytes().unwrap(), None);
-        assert_eq!(d(json!({"type": "BINARY", "data": "!!"})).bytes().unwrap_err().code, 400);
-        assert_eq!(d(json!({"type": "STRING", "data": 1})).bytes().unwrap_err().code, 400);
-        assert_eq!(d(json!({"type": "AVRO", "data": 1})).bytes().unwrap_err().code, 400);
+        assert_eq!(
+            d(json!({"type": "JSON", "data": null})).bytes().unwrap(),
+            None
+        );
+        assert_eq!(
+            d(json!({"type": "BINARY", "data": "!!"}))
+                .bytes()
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            d(json!({"type": "STRING", "data": 1}))
+                .bytes()
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            d(json!({"type": "AVRO", "data": 1}))
+                .bytes()
+                .unwrap_err()
+                .code,
+            400
+        );
     }
 }

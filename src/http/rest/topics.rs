@@ -2,8 +2,8 @@
 //! `GET .../topics/{t}/partitions[/{p}]`. Read with Metadata; created with CreateTopics v7
 //! (201 with the topic, 200 for `validate_only`), deleted with DeleteTopics v6 (204).
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -17,31 +17,30 @@ use kafka_protocol::protocol::StrBytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Answer, Reply, Req, RestError, admit_cluster, ok, parse_body, reply};
-use crate::http::HttpState;
+use super::{Answer, Reply, Req, RestError, ok, parse_body};
 use crate::http::console::cluster::metadata;
 use crate::http::console::wire::call;
 
 /// How long CreateTopics and DeleteTopics may take on the controller.
 const TIMEOUT_MS: i32 = 30_000;
 
-fn topic_json(r: &Req, cluster: &str, name: &str, internal: bool, rf: i32, count: i32) -> Value {
+fn topic_json(r: &Req, name: &str, internal: bool, rf: i32, count: i32) -> Value {
     let path = format!("topics/{name}");
     json!({
         "kind": "KafkaTopic",
-        "metadata": r.meta(cluster, &path, &format!("topic={name}")),
-        "cluster_id": cluster,
+        "metadata": r.meta(&path, &format!("topic={name}")),
+        "cluster_id": r.cluster,
         "topic_name": name,
         "is_internal": internal,
         "replication_factor": rf,
         "partitions_count": count,
-        "partitions": r.related(cluster, &format!("{path}/partitions")),
-        "configs": r.related(cluster, &format!("{path}/configs")),
-        "partition_reassignments": r.related(cluster, &format!("{path}/partitions/-/reassignment")),
+        "partitions": r.related(&format!("{path}/partitions")),
+        "configs": r.related(&format!("{path}/configs")),
+        "partition_reassignments": r.related(&format!("{path}/partitions/-/reassignment")),
     })
 }
 
-fn described(r: &Req, cluster: &str, t: &MetadataResponseTopic) -> Value {
+fn described(r: &Req, t: &MetadataResponseTopic) -> Value {
     let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
     let rf = t
         .partitions
@@ -49,7 +48,7 @@ fn described(r: &Req, cluster: &str, t: &MetadataResponseTopic) -> Value {
         .map(|p| p.replica_nodes.len())
         .max()
         .unwrap_or(0) as i32;
-    topic_json(r, cluster, &name, t.is_internal, rf, t.partitions.len() as i32)
+    topic_json(r, &name, t.is_internal, rf, t.partitions.len() as i32)
 }
 
 /// The named topic's Metadata: its error (UNKNOWN_TOPIC_OR_PARTITION,
@@ -67,36 +66,18 @@ pub(super) async fn one_topic(r: &Req, name: &str) -> Result<MetadataResponseTop
     Ok(t)
 }
 
-pub(super) async fn list(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path(cluster): Path<String>,
-) -> Response {
-    reply(list_answer(&s, &headers, &cluster).await)
-}
-
-async fn list_answer(s: &HttpState, headers: &HeaderMap, cluster: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn list(r: Req) -> Answer {
     let md = metadata(&r.ctx, None).await?;
     let mut topics: Vec<&MetadataResponseTopic> =
         md.topics.iter().filter(|t| t.error_code == 0).collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
-    let data = topics.iter().map(|t| described(&r, cluster, t)).collect();
-    ok(r.list("KafkaTopicList", cluster, "topics", data))
+    let data = topics.iter().map(|t| described(&r, t)).collect();
+    r.list("KafkaTopicList", "topics", data)
 }
 
-pub(super) async fn get(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic)): Path<(String, String)>,
-) -> Response {
-    reply(get_answer(&s, &headers, &cluster, &topic).await)
-}
-
-async fn get_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, topic: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let t = one_topic(&r, topic).await?;
-    ok(described(&r, cluster, &t))
+pub(super) async fn get(r: Req, Path((_, topic)): Path<(String, String)>) -> Answer {
+    let t = one_topic(&r, &topic).await?;
+    ok(described(&r, &t))
 }
 
 /// The body of `POST .../topics`.
@@ -117,32 +98,23 @@ struct ConfigEntry {
     value: Option<String>,
 }
 
-pub(super) async fn create(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path(cluster): Path<String>,
-    body: Bytes,
-) -> Response {
-    match create_answer(&s, &headers, &cluster, &body).await {
-        Ok((Reply::Json(status, v), location)) => {
+pub(super) async fn create(r: Req, body: Bytes) -> Response {
+    match create_answer(&r, &body).await {
+        Ok((v, status)) => {
             let mut resp = super::json_response(status, &v);
-            if let Ok(l) = header::HeaderValue::from_str(&location) {
+            if let Some(l) = v["metadata"]["self"].as_str()
+                && let Ok(l) = header::HeaderValue::from_str(l)
+            {
                 resp.headers_mut().insert(header::LOCATION, l);
             }
             resp
         }
-        Ok((Reply::NoContent, _)) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn create_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    body: &[u8],
-) -> Result<(Reply, String), RestError> {
-    let r = admit_cluster(s, headers, cluster).await?;
+/// The created topic and the status: 201, or 200 when only validated.
+async fn create_answer(r: &Req, body: &[u8]) -> Result<(Value, StatusCode), RestError> {
     let want: CreateTopic = parse_body(body)?;
     let mut t = CreatableTopic::default();
     t.name = TopicName(StrBytes::from_string(want.topic_name.clone()));
@@ -174,32 +146,21 @@ async fn create_answer(
         return Err(RestError::kafka(created.error_code, msg));
     }
     let v = topic_json(
-        &r,
-        cluster,
+        r,
         &want.topic_name,
         false,
         i32::from(created.replication_factor),
         created.num_partitions,
     );
-    let location = v["metadata"]["self"].as_str().unwrap_or_default().to_string();
     let status = if want.validate_only {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    Ok((Reply::Json(status, v), location))
+    Ok((v, status))
 }
 
-pub(super) async fn delete(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic)): Path<(String, String)>,
-) -> Response {
-    reply(delete_answer(&s, &headers, &cluster, &topic).await)
-}
-
-async fn delete_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, topic: &str) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
+pub(super) async fn delete(r: Req, Path((_, topic)): Path<(String, String)>) -> Answer {
     let mut t = DeleteTopicState::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
     let mut req = DeleteTopicsRequest::default();
@@ -217,73 +178,50 @@ async fn delete_answer(s: &HttpState, headers: &HeaderMap, cluster: &str, topic:
     }
 }
 
-fn partition_json(r: &Req, cluster: &str, topic: &str, p: &MetadataResponsePartition) -> Value {
+fn partition_json(r: &Req, topic: &str, p: &MetadataResponsePartition) -> Value {
     let id = p.partition_index;
     let path = format!("topics/{topic}/partitions/{id}");
     let mut v = json!({
         "kind": "KafkaPartition",
-        "metadata": r.meta(cluster, &path, &format!("topic={topic}/partition={id}")),
-        "cluster_id": cluster,
+        "metadata": r.meta(&path, &format!("topic={topic}/partition={id}")),
+        "cluster_id": r.cluster,
         "topic_name": topic,
         "partition_id": id,
-        "replicas": r.related(cluster, &format!("{path}/replicas")),
-        "reassignment": r.related(cluster, &format!("{path}/reassignment")),
+        "replicas": r.related(&format!("{path}/replicas")),
+        "reassignment": r.related(&format!("{path}/reassignment")),
     });
     if p.leader_id.0 >= 0 {
-        v["leader"] = r.related(cluster, &format!("{path}/replicas/{}", p.leader_id.0));
+        v["leader"] = r.related(&format!("{path}/replicas/{}", p.leader_id.0));
     }
     v
 }
 
-pub(super) async fn partitions(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic)): Path<(String, String)>,
-) -> Response {
-    reply(partitions_answer(&s, &headers, &cluster, &topic).await)
-}
-
-async fn partitions_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    topic: &str,
-) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let t = one_topic(&r, topic).await?;
+pub(super) async fn partitions(r: Req, Path((_, topic)): Path<(String, String)>) -> Answer {
+    let t = one_topic(&r, &topic).await?;
     let mut ps: Vec<&MetadataResponsePartition> = t.partitions.iter().collect();
     ps.sort_by_key(|p| p.partition_index);
     let data = ps
         .into_iter()
-        .map(|p| partition_json(&r, cluster, topic, p))
+        .map(|p| partition_json(&r, &topic, p))
         .collect();
-    let path = format!("topics/{topic}/partitions");
-    ok(r.list("KafkaPartitionList", cluster, &path, data))
+    r.list(
+        "KafkaPartitionList",
+        &format!("topics/{topic}/partitions"),
+        data,
+    )
 }
 
 pub(super) async fn partition(
-    State(s): State<HttpState>,
-    headers: HeaderMap,
-    Path((cluster, topic, partition)): Path<(String, String, String)>,
-) -> Response {
-    reply(partition_answer(&s, &headers, &cluster, &topic, &partition).await)
-}
-
-async fn partition_answer(
-    s: &HttpState,
-    headers: &HeaderMap,
-    cluster: &str,
-    topic: &str,
-    partition: &str,
+    r: Req,
+    Path((_, topic, partition)): Path<(String, String, String)>,
 ) -> Answer {
-    let r = admit_cluster(s, headers, cluster).await?;
-    let t = one_topic(&r, topic).await?;
+    let t = one_topic(&r, &topic).await?;
     let found = partition
         .parse::<i32>()
         .ok()
         .and_then(|id| t.partitions.iter().find(|p| p.partition_index == id));
     match found {
-        Some(p) => ok(partition_json(&r, cluster, topic, p)),
+        Some(p) => ok(partition_json(&r, &topic, p)),
         None => Err(RestError::kafka(3, None)),
     }
 }
