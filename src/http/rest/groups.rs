@@ -129,15 +129,28 @@ pub(super) async fn consumer(
     }
 }
 
-/// The partitions with a committed offset and a known log end offset, with their owner:
-/// (topic, partition, committed, log end, lag, owner).
-fn lag_rows(d: &Described) -> Vec<(&str, i32, i64, i64, i64, Option<&Member>)> {
+/// A partition with a committed offset and a known log end offset.
+struct LagRow<'a> {
+    topic: &'a str,
+    partition: i32,
+    committed: i64,
+    end: i64,
+    lag: i64,
+    owner: Option<&'a Member>,
+}
+
+fn lag_rows(d: &Described) -> Vec<LagRow<'_>> {
     d.offsets
         .iter()
         .filter_map(|o| {
-            let (c, e, lag) = (o.committed?, o.end?, o.lag?);
-            let owner = o.owner.map(|i| &d.members[i]);
-            Some((o.topic.as_str(), o.partition, c, e, lag, owner))
+            Some(LagRow {
+                topic: o.topic.as_str(),
+                partition: o.partition,
+                committed: o.committed?,
+                end: o.end?,
+                lag: o.lag?,
+                owner: o.owner.map(|i| &d.members[i]),
+            })
         })
         .collect()
 }
@@ -147,7 +160,8 @@ pub(super) async fn lags(r: Req, Path((_, id)): Path<(String, String)>) -> Answe
     let d = described(&r, id).await?;
     let data = lag_rows(&d)
         .into_iter()
-        .map(|(topic, p, committed, end, lag, owner)| {
+        .map(|row| {
+            let (topic, p, owner) = (row.topic, row.partition, row.owner);
             let path = format!("consumer-groups/{id}/lags/{topic}/partitions/{p}");
             json!({
                 "kind": "KafkaConsumerLag",
@@ -158,9 +172,9 @@ pub(super) async fn lags(r: Req, Path((_, id)): Path<(String, String)>) -> Answe
                 "consumer_group_id": id,
                 "topic_name": topic,
                 "partition_id": p,
-                "current_offset": committed,
-                "log_end_offset": end,
-                "lag": lag,
+                "current_offset": row.committed,
+                "log_end_offset": row.end,
+                "lag": row.lag,
                 "consumer_id": owner.map_or("", |m| m.member_id.as_str()),
                 "instance_id": owner.and_then(|m| m.instance_id.clone()),
                 "client_id": owner.map_or("", |m| m.client_id.as_str()),
@@ -178,15 +192,14 @@ pub(super) async fn lag_summary(r: Req, Path((_, id)): Path<(String, String)>) -
     let id = id.as_str();
     let d = described(&r, id).await?;
     let rows = lag_rows(&d);
-    let total: i64 = rows.iter().map(|row| row.4).sum();
+    let total: i64 = rows.iter().map(|row| row.lag).sum();
     // The first partition with the largest lag.
-    let max = rows.iter().fold(
-        None,
-        |best: Option<&(_, _, _, _, i64, _)>, row| match best {
-            Some(b) if b.4 >= row.4 => Some(b),
+    let max = rows
+        .iter()
+        .fold(None, |best: Option<&LagRow>, row| match best {
+            Some(b) if b.lag >= row.lag => Some(b),
             _ => Some(row),
-        },
-    );
+        });
     let path = format!("consumer-groups/{id}/lag-summary");
     let mut v = json!({
         "kind": "KafkaConsumerGroupLagSummary",
@@ -201,7 +214,14 @@ pub(super) async fn lag_summary(r: Req, Path((_, id)): Path<(String, String)>) -
         "max_lag": 0,
         "total_lag": total,
     });
-    if let Some(&(topic, p, _, _, lag, owner)) = max {
+    if let Some(&LagRow {
+        topic,
+        partition: p,
+        lag,
+        owner,
+        ..
+    }) = max
+    {
         let consumer = owner.map_or("", |m| m.member_id.as_str());
         v["max_lag_consumer_id"] = json!(consumer);
         v["max_lag_instance_id"] = json!(owner.and_then(|m| m.instance_id.clone()));
