@@ -300,6 +300,13 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Boolean,
         default: Some("true"),
     },
+    // Confluent's REST Proxy API v3 on the HTTP listener (`/v3/clusters/...`); on when the
+    // listener is.
+    KafkaKey {
+        name: "sluice.rest.proxy.enable",
+        ty: KafkaType::Boolean,
+        default: Some("true"),
+    },
     // The replication factor of the registry's `_schemas` topic, created on first use (one
     // on a single node), as Confluent's `kafkastore.topic.replication.factor`.
     KafkaKey {

@@ -89,6 +89,8 @@ pub struct BrokerConfig {
     pub faults_enabled: bool,
     /// `sluice.schema.registry.enable`: the Schema Registry on the HTTP listener.
     pub schema_registry_enabled: bool,
+    /// `sluice.rest.proxy.enable`: the REST Proxy API v3 on the HTTP listener.
+    pub rest_proxy_enabled: bool,
     /// `sluice.schema.registry.topic.replication.factor`: of `_schemas` in a cluster.
     pub schema_registry_replication_factor: i16,
     /// `sluice.log.open.segments.max`: the most segment files kept open (0: half of the
@@ -545,6 +547,7 @@ impl BrokerConfig {
             console_read_only: p.boolean("sluice.console.read.only")?,
             faults_enabled: p.boolean("sluice.faults.enable")?,
             schema_registry_enabled: p.boolean("sluice.schema.registry.enable")?,
+            rest_proxy_enabled: p.boolean("sluice.rest.proxy.enable")?,
             schema_registry_replication_factor: p
                 .num_at_least::<i16>("sluice.schema.registry.topic.replication.factor", 1)?,
             open_segments_max: p.num_at_least::<i32>("sluice.log.open.segments.max", 0)? as usize,

@@ -6,7 +6,8 @@
 //!
 //! The web console ([`console`]) is merged in: `/` and `/api/...`; so is fault injection
 //! ([`faults`]): `/faults`, refused unless `sluice.faults.enable=true`; and so is the Schema
-//! Registry ([`registry`]): `/subjects`, `/schemas`, `/config`, `/compatibility`, `/mode`.
+//! Registry ([`registry`]): `/subjects`, `/schemas`, `/config`, `/compatibility`, `/mode`; and
+//! so is Confluent's REST Proxy API v3 ([`rest`]): `/v3/clusters/...`.
 //!
 //! axum on the broker's tokio runtime: routes are plain functions over [`HttpState`], so
 //! more pages are added by merging their `Router` into [`router`]'s.
@@ -26,6 +27,7 @@ use tokio::net::TcpListener;
 pub mod console;
 pub mod faults;
 pub mod registry;
+pub mod rest;
 
 use crate::broker::Broker;
 use crate::config::HttpListener;
@@ -60,6 +62,7 @@ pub fn router(state: HttpState) -> Router {
         .merge(console::router())
         .merge(faults::router())
         .merge(registry::router())
+        .merge(rest::router())
         .with_state(state)
 }
 

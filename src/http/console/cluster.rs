@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
     DescribeLogDirsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
     MetadataResponse, TopicName,
     describe_configs_request::DescribeConfigsResource,
+    describe_configs_response::DescribeConfigsResult,
     list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
     metadata_request::MetadataRequestTopic,
 };
@@ -23,7 +24,7 @@ use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
 
 /// Metadata v12 for all topics (None) or the named ones.
-pub(super) async fn metadata(
+pub(in crate::http) async fn metadata(
     ctx: &Ctx,
     topics: Option<&[String]>,
 ) -> anyhow::Result<MetadataResponse> {
@@ -206,7 +207,7 @@ async fn topics_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
 /// `Ok((offset, timestamp))` or the partition's error name. ListOffsets v7, read
 /// uncommitted: the latest is the high watermark. Asked here first; on a cluster the
 /// partitions this broker does not lead are then asked of their leaders.
-pub(super) async fn list_offsets(
+pub(in crate::http) async fn list_offsets(
     ctx: &Ctx,
     wanted: &[(String, i32, i64)],
 ) -> anyhow::Result<BTreeMap<(String, i32), Result<(i64, i64), String>>> {
@@ -297,7 +298,7 @@ fn add_offsets(
 }
 
 /// The leader of each (topic, partition) in `md`.
-pub(super) fn leaders(md: &MetadataResponse) -> BTreeMap<(String, i32), i32> {
+pub(in crate::http) fn leaders(md: &MetadataResponse) -> BTreeMap<(String, i32), i32> {
     let mut out = BTreeMap::new();
     for t in &md.topics {
         let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
@@ -374,7 +375,7 @@ async fn topic_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer {
 }
 
 /// Kafka's ConfigSource names, by code.
-fn source_name(code: i8) -> &'static str {
+pub(in crate::http) fn source_name(code: i8) -> &'static str {
     match code {
         1 => "DYNAMIC_TOPIC_CONFIG",
         2 => "DYNAMIC_BROKER_CONFIG",
@@ -388,18 +389,29 @@ fn source_name(code: i8) -> &'static str {
     }
 }
 
-async fn topic_configs(ctx: &Ctx, name: &str) -> Result<Vec<Value>, Failure> {
+/// DescribeConfigs v4 of topic `name` (every config, or the named `keys`), with synonyms.
+pub(in crate::http) async fn describe_topic_configs(
+    ctx: &Ctx,
+    name: &str,
+    keys: Option<Vec<String>>,
+) -> anyhow::Result<DescribeConfigsResult> {
     let mut res = DescribeConfigsResource::default();
     res.resource_type = 2;
     res.resource_name = StrBytes::from_string(name.to_string());
-    res.configuration_keys = None;
+    res.configuration_keys = keys.map(|ks| ks.into_iter().map(StrBytes::from_string).collect());
     let mut req = DescribeConfigsRequest::default();
     req.resources = vec![res];
+    req.include_synonyms = true;
     let resp: DescribeConfigsResponse =
         call(&ctx.broker, &ctx.session, ApiKey::DescribeConfigs, 4, &req).await?;
-    let Some(r) = resp.results.first() else {
-        return Ok(Vec::new());
-    };
+    resp.results
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("no DescribeConfigs answer for topic {name}"))
+}
+
+async fn topic_configs(ctx: &Ctx, name: &str) -> Result<Vec<Value>, Failure> {
+    let r = describe_topic_configs(ctx, name, None).await?;
     if r.error_code != 0 {
         let msg = r
             .error_message

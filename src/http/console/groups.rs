@@ -15,14 +15,14 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
     ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
-    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse, list_groups_response::ListedGroup,
     offset_fetch_request::OffsetFetchRequestGroup,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::{Value, json};
 
 use super::cluster::{list_offsets, metadata};
-use super::wire::{call, call_at, error_name, forward, is_peer, may, not_coordinator};
+use super::wire::{call, call_at, denied, error_name, forward, is_peer, may, not_coordinator};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
 use crate::security::acl::model::CLUSTER_NAME;
@@ -34,18 +34,34 @@ pub(super) async fn list(State(s): State<HttpState>, headers: HeaderMap) -> Resp
 
 async fn list_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
     let ctx = admit(s, headers)?;
+    let groups: Vec<Value> = list_groups(&ctx)
+        .await?
+        .iter()
+        .map(|g| {
+            json!({
+                "group_id": g.group_id.0.to_string(),
+                "type": g.group_type.to_string(),
+                "state": g.group_state.to_string(),
+                "protocol_type": g.protocol_type.to_string(),
+            })
+        })
+        .collect();
+    Ok(json!({ "groups": groups }))
+}
+
+/// Every group the user may describe (ListGroups v5), by group id. On a cluster each broker
+/// lists the groups it coordinates: the others are asked too, and what they list is kept
+/// when this user may describe it, as each broker's ListGroups would for them.
+pub(in crate::http) async fn list_groups(ctx: &Ctx) -> Result<Vec<ListedGroup>, Failure> {
     let req = ListGroupsRequest::default();
     let key = (ApiKey::ListGroups, 5);
     let resp: ListGroupsResponse = call(&ctx.broker, &ctx.session, key.0, key.1, &req).await?;
     if resp.error_code != 0 {
-        let why = format!("ListGroups: {}", error_name(resp.error_code));
-        return Err(Failure::internal(why));
+        return Err(Failure::from_kafka("ListGroups", resp.error_code));
     }
     let mut listed = resp.groups;
-    // On a cluster each broker lists the groups it coordinates: ask the others too, and keep
-    // what this user may describe, as each broker's ListGroups would for them.
     if ctx.broker.cluster().is_some() {
-        let md = metadata(&ctx, Some(&[])).await?;
+        let md = metadata(ctx, Some(&[])).await?;
         let all = may(
             &ctx.broker,
             &ctx.session,
@@ -77,20 +93,9 @@ async fn list_answer(s: &HttpState, headers: &HeaderMap) -> Answer {
             }
         }
     }
-    let mut groups: Vec<Value> = listed
-        .iter()
-        .map(|g| {
-            json!({
-                "group_id": g.group_id.0.to_string(),
-                "type": g.group_type.to_string(),
-                "state": g.group_state.to_string(),
-                "protocol_type": g.protocol_type.to_string(),
-            })
-        })
-        .collect();
-    groups.sort_by(|a, b| a["group_id"].as_str().cmp(&b["group_id"].as_str()));
-    groups.dedup_by(|a, b| a["group_id"] == b["group_id"]);
-    Ok(json!({ "groups": groups }))
+    listed.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
+    listed.dedup_by(|a, b| a.group_id == b.group_id);
+    Ok(listed)
 }
 
 /// The broker coordinating group `id` (FindCoordinator v4), or -1 when it is not known:
@@ -112,11 +117,34 @@ pub(super) async fn describe(State(s): State<HttpState>, headers: HeaderMap, uri
     answer(describe_answer(&s, &headers, &uri).await)
 }
 
-/// A member as the page shows it.
-struct Member {
-    json: Value,
-    client_id: String,
-    assigned: Vec<(String, i32)>,
+/// A member of a group: as the page shows it, and its fields.
+pub(in crate::http) struct Member {
+    pub json: Value,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub assigned: Vec<(String, i32)>,
+}
+
+/// A partition a group commits to or owns: its committed offset, the log end offset (high
+/// watermark), the lag and the member that owns it (an index into the members).
+pub(in crate::http) struct Offset {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: Option<i64>,
+    pub end: Option<i64>,
+    pub lag: Option<i64>,
+    pub owner: Option<usize>,
+    pub error: Option<String>,
+}
+
+/// A described group: `head` holds group_id, type (consumer or classic), state,
+/// protocol_type and protocol (the assignor).
+pub(in crate::http) struct Described {
+    pub head: Value,
+    pub coordinator: i32,
+    pub members: Vec<Member>,
+    pub offsets: Vec<Offset>,
 }
 
 fn group_id(id: &str) -> GroupId {
@@ -129,17 +157,43 @@ async fn describe_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answe
     let Some(id) = q.get("id").filter(|i| !i.is_empty()) else {
         return Err(Failure::bad_request("id is required"));
     };
-    let node = coordinator(&ctx, id).await?;
-    let mut group = match consumer_group(&ctx, node, id).await? {
+    let d = describe_group(&ctx, id).await?;
+    let offsets: Vec<Value> = d
+        .offsets
+        .iter()
+        .map(|o| {
+            json!({
+                "topic": o.topic,
+                "partition": o.partition,
+                "committed": o.committed,
+                "end_offset": o.end,
+                "lag": o.lag,
+                "owner": o.owner.map(|i| d.members[i].client_id.clone()),
+                "error": o.error,
+            })
+        })
+        .collect();
+    let total_lag: i64 = d.offsets.iter().filter_map(|o| o.lag).sum();
+    let members: Vec<Value> = d.members.into_iter().map(|m| m.json).collect();
+    let mut out = d.head;
+    out["members"] = json!(members);
+    out["offsets"] = json!(offsets);
+    out["total_lag"] = json!(total_lag);
+    Ok(out)
+}
+
+/// Group `id` with its members, and the lag of each partition it commits to or owns.
+pub(in crate::http) async fn describe_group(ctx: &Ctx, id: &str) -> Result<Described, Failure> {
+    let node = coordinator(ctx, id).await?;
+    let (head, members) = match consumer_group(ctx, node, id).await? {
         Some(g) => g,
-        None => classic_group(&ctx, node, id).await?,
+        None => classic_group(ctx, node, id).await?,
     };
-    let committed = committed(&ctx, node, id).await?;
-    // Partitions with a commit or an owner, with the member that owns each.
-    let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
-    for m in &group.1 {
+    let committed = committed(ctx, node, id).await?;
+    let mut owner: BTreeMap<(String, i32), usize> = BTreeMap::new();
+    for (i, m) in members.iter().enumerate() {
         for tp in &m.assigned {
-            owner.insert(tp.clone(), m.client_id.clone());
+            owner.insert(tp.clone(), i);
         }
     }
     let mut keys: Vec<(String, i32)> = committed.keys().cloned().collect();
@@ -150,39 +204,39 @@ async fn describe_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answe
     let ends = if wanted.is_empty() {
         BTreeMap::new()
     } else {
-        list_offsets(&ctx, &wanted).await?
+        list_offsets(ctx, &wanted).await?
     };
-    let mut total_lag = 0i64;
-    let offsets: Vec<Value> = keys
-        .iter()
+    let offsets = keys
+        .into_iter()
         .map(|k| {
-            let c = committed.get(k).copied();
-            let end = match ends.get(k) {
-                Some(Ok((o, _))) => Some(*o),
-                _ => None,
+            let c = committed.get(&k).copied();
+            let (end, error) = match ends.get(&k) {
+                Some(Ok((o, _))) => (Some(*o), None),
+                Some(Err(e)) => (None, Some(e.clone())),
+                None => (None, None),
             };
             let lag = match (c, end) {
                 (Some(c), Some(e)) if c >= 0 => Some((e - c).max(0)),
                 _ => None,
             };
-            total_lag += lag.unwrap_or(0);
-            json!({
-                "topic": k.0,
-                "partition": k.1,
-                "committed": c,
-                "end_offset": end,
-                "lag": lag,
-                "owner": owner.get(k),
-                "error": match ends.get(k) { Some(Err(e)) => Some(e.clone()), _ => None },
-            })
+            let owner = owner.get(&k).copied();
+            Offset {
+                topic: k.0,
+                partition: k.1,
+                committed: c,
+                end,
+                lag,
+                owner,
+                error,
+            }
         })
         .collect();
-    let members: Vec<Value> = group.1.drain(..).map(|m| m.json).collect();
-    let mut out = group.0;
-    out["members"] = json!(members);
-    out["offsets"] = json!(offsets);
-    out["total_lag"] = json!(total_lag);
-    Ok(out)
+    Ok(Described {
+        head,
+        coordinator: node,
+        members,
+        offsets,
+    })
 }
 
 /// A KIP-848 consumer group, or None when the group is not one.
@@ -225,6 +279,8 @@ async fn consumer_group(
                     "subscribed": m.subscribed_topic_names.iter().map(|t| t.0.to_string()).collect::<Vec<_>>(),
                     "assignment": tp_names(&assigned),
                 }),
+                member_id: m.member_id.to_string(),
+                instance_id: m.instance_id.as_ref().map(|i| i.to_string()),
                 client_id: m.client_id.to_string(),
                 assigned,
             }
@@ -257,6 +313,9 @@ async fn classic_group(ctx: &Ctx, node: i32, id: &str) -> Result<(Value, Vec<Mem
         return Err(Failure::not_found(format!("no group {id}")));
     };
     if g.error_code != 0 {
+        if denied(g.error_code) {
+            return Err(Failure::from_kafka("DescribeGroups", g.error_code));
+        }
         return Err(Failure::not_found(format!(
             "group {id}: {}",
             error_name(g.error_code)
@@ -283,6 +342,8 @@ async fn classic_group(ctx: &Ctx, node: i32, id: &str) -> Result<(Value, Vec<Mem
                     "host": m.client_host.to_string(),
                     "assignment": tp_names(&assigned),
                 }),
+                member_id: m.member_id.to_string(),
+                instance_id: m.group_instance_id.as_ref().map(|i| i.to_string()),
                 client_id: m.client_id.to_string(),
                 assigned,
             }
@@ -347,8 +408,7 @@ async fn committed(
     let mut out = BTreeMap::new();
     for g in resp.groups {
         if g.error_code != 0 {
-            let why = format!("OffsetFetch: {}", error_name(g.error_code));
-            return Err(Failure::internal(why));
+            return Err(Failure::from_kafka("OffsetFetch", g.error_code));
         }
         let visible = |t: &str| {
             may(

@@ -11,12 +11,12 @@
 //! Produce for a test record. The handlers for each page live in their own module.
 
 mod auth;
-mod cluster;
-mod groups;
+pub(super) mod cluster;
+pub(super) mod groups;
 mod messages;
-mod produce;
+pub(super) mod produce;
 pub mod render;
-mod wire;
+pub(super) mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub fn router() -> Router<HttpState> {
 }
 
 /// A request that got past the console's checks: the broker and the user's session.
-pub(super) struct Ctx {
+pub(in crate::http) struct Ctx {
     pub broker: Arc<Broker>,
     pub session: Session,
 }
@@ -67,6 +67,15 @@ impl Failure {
     }
     pub fn not_found(msg: impl Into<String>) -> Failure {
         Failure(StatusCode::NOT_FOUND, msg.into())
+    }
+    /// A Kafka error in the answer to `request`: 403 when the user may not, else 500.
+    pub fn from_kafka(request: &str, code: i16) -> Failure {
+        let status = if wire::denied(code) {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        Failure(status, format!("{request}: {}", wire::error_name(code)))
     }
 }
 

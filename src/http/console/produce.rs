@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, ProduceRequest, ProduceResponse, TopicName,
     produce_request::{PartitionProduceData, TopicProduceData},
@@ -21,7 +22,7 @@ use serde_json::{Value, json};
 use super::cluster::metadata;
 use super::render::partition_for_key;
 use super::wire::{call_at, error_name, not_leader};
-use super::{Answer, Failure, admit, answer};
+use super::{Answer, Ctx, Failure, admit, answer};
 use crate::http::HttpState;
 
 pub(super) async fn produce(
@@ -100,6 +101,30 @@ impl TestRecord {
         })
     }
 
+    fn outgoing(&self) -> Outgoing {
+        Outgoing {
+            key: self.key.clone().map(Bytes::from),
+            value: self.value.clone().map(Bytes::from),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), Some(Bytes::from(v.clone()))))
+                .collect(),
+            timestamp: crate::clock::now_ms(),
+        }
+    }
+}
+
+/// One record to produce (a console test record, a REST proxy record).
+pub(in crate::http) struct Outgoing {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// Its create time (ms since the epoch).
+    pub timestamp: i64,
+}
+
+impl Outgoing {
     fn batch(&self) -> anyhow::Result<Bytes> {
         let record = Record {
             transactional: false,
@@ -111,18 +136,13 @@ impl TestRecord {
             timestamp_type: TimestampType::Creation,
             offset: 0,
             sequence: -1,
-            timestamp: crate::clock::now_ms(),
-            key: self.key.clone().map(Bytes::from),
-            value: self.value.clone().map(Bytes::from),
+            timestamp: self.timestamp,
+            key: self.key.clone(),
+            value: self.value.clone(),
             headers: self
                 .headers
                 .iter()
-                .map(|(k, v)| {
-                    (
-                        StrBytes::from_string(k.clone()),
-                        Some(Bytes::from(v.clone())),
-                    )
-                })
+                .map(|(k, v)| (StrBytes::from_string(k.clone()), v.clone()))
                 .collect(),
         };
         let mut buf = BytesMut::new();
@@ -135,41 +155,97 @@ impl TestRecord {
     }
 }
 
-async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answer {
-    let ctx = admit(s, headers)?;
-    if ctx.broker.config.console_read_only {
-        let why = "the console is read-only: set sluice.console.read.only=false to produce \
-                   test records";
-        return Err(Failure(StatusCode::FORBIDDEN, why.to_string()));
+/// Why a record was not written: the Kafka error its request got (with the message, when
+/// the broker gave one), or another failure.
+pub(in crate::http) enum Refusal {
+    Kafka(i16, Option<String>),
+    Http(Failure),
+}
+
+impl From<anyhow::Error> for Refusal {
+    fn from(e: anyhow::Error) -> Refusal {
+        Refusal::Http(e.into())
     }
-    let rec = TestRecord::parse(&body).map_err(Failure::bad_request)?;
-    let md = metadata(&ctx, Some(std::slice::from_ref(&rec.topic))).await?;
-    let Some(t) = md.topics.first().filter(|t| t.error_code == 0) else {
-        return Err(Failure::not_found(format!("no topic {}", rec.topic)));
-    };
-    let count = t.partitions.len() as i32;
-    let partition = match (rec.partition, &rec.key) {
-        (Some(p), _) => p,
-        (None, Some(k)) => partition_for_key(k.as_bytes(), count),
-        (None, None) => (crate::clock::now_ms() % i64::from(count.max(1))) as i32,
-    };
+}
+
+impl From<Failure> for Refusal {
+    fn from(f: Failure) -> Refusal {
+        Refusal::Http(f)
+    }
+}
+
+/// A topic's partitions and their leaders, as Metadata gives them.
+pub(in crate::http) struct Target {
+    pub topic: String,
+    pub partitions: Vec<(i32, i32)>,
+}
+
+impl Target {
+    /// The topic's partitions, or the topic's Metadata error (e.g. UNKNOWN_TOPIC_OR_PARTITION,
+    /// TOPIC_AUTHORIZATION_FAILED).
+    pub async fn of(ctx: &Ctx, topic: &str) -> Result<Target, Refusal> {
+        let md = metadata(ctx, Some(&[topic.to_string()])).await?;
+        let Some(t) = md.topics.first() else {
+            return Err(Refusal::Kafka(
+                ResponseError::UnknownTopicOrPartition.code(),
+                None,
+            ));
+        };
+        if t.error_code != 0 {
+            return Err(Refusal::Kafka(t.error_code, None));
+        }
+        Ok(Target {
+            topic: topic.to_string(),
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.leader_id.0))
+                .collect(),
+        })
+    }
+
+    /// The partition a record goes to: the one named, else the one the Java client's
+    /// default partitioner picks for its key, else one picked by the clock.
+    pub fn partition_for(&self, named: Option<i32>, key: Option<&[u8]>) -> i32 {
+        let count = self.partitions.len() as i32;
+        match (named, key) {
+            (Some(p), _) => p,
+            (None, Some(k)) => partition_for_key(k, count),
+            (None, None) => (crate::clock::now_ms() % i64::from(count.max(1))) as i32,
+        }
+    }
+}
+
+/// What the broker answered for a written record.
+pub(in crate::http) struct Sent {
+    pub offset: i64,
+    /// The broker's append time when the topic uses LogAppendTime, else -1.
+    pub log_append_time: i64,
+}
+
+/// Writes `rec` to `partition` of `target` through the Produce handler (v9, acks=all): on a
+/// cluster on the partition's leader, after this broker checked that the user may write.
+pub(in crate::http) async fn send(
+    ctx: &Ctx,
+    target: &Target,
+    partition: i32,
+    rec: &Outgoing,
+) -> Result<Sent, Refusal> {
     let mut pd = PartitionProduceData::default();
     pd.index = partition;
     pd.records = Some(rec.batch()?);
     let mut td = TopicProduceData::default();
-    td.name = TopicName(StrBytes::from_string(rec.topic.clone()));
+    td.name = TopicName(StrBytes::from_string(target.topic.clone()));
     td.partition_data = vec![pd];
     let mut req = ProduceRequest::default();
     req.acks = -1;
     req.timeout_ms = 15_000;
     req.topic_data = vec![td];
-    // On a cluster the record goes to the partition's leader; this broker first checks that
-    // the user may write to the topic.
-    let leader = t
+    let leader = target
         .partitions
         .iter()
-        .find(|p| p.partition_index == partition)
-        .map_or(-1, |p| p.leader_id.0);
+        .find(|p| p.0 == partition)
+        .map_or(-1, |p| p.1);
     let resp: ProduceResponse = call_at(
         &ctx.broker,
         &ctx.session,
@@ -191,19 +267,44 @@ async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answ
         .next()
         .ok_or_else(|| Failure::internal("no Produce answer for the partition"))?;
     if p.error_code != 0 {
-        let msg = p
-            .error_message
-            .as_ref()
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default();
-        let why = format!("{}{msg}", error_name(p.error_code));
-        return Err(Failure(StatusCode::BAD_GATEWAY, why));
+        let msg = p.error_message.as_ref().map(|m| m.to_string());
+        return Err(Refusal::Kafka(p.error_code, msg));
     }
-    Ok(json!({
-        "topic": rec.topic,
-        "partition": partition,
-        "offset": p.base_offset,
-    }))
+    Ok(Sent {
+        offset: p.base_offset,
+        log_append_time: p.log_append_time_ms,
+    })
+}
+
+async fn produce_answer(s: &HttpState, headers: &HeaderMap, body: Bytes) -> Answer {
+    let ctx = admit(s, headers)?;
+    if ctx.broker.config.console_read_only {
+        let why = "the console is read-only: set sluice.console.read.only=false to produce \
+                   test records";
+        return Err(Failure(StatusCode::FORBIDDEN, why.to_string()));
+    }
+    let rec = TestRecord::parse(&body).map_err(Failure::bad_request)?;
+    let target = match Target::of(&ctx, &rec.topic).await {
+        Ok(t) => t,
+        Err(Refusal::Kafka(..)) => {
+            return Err(Failure::not_found(format!("no topic {}", rec.topic)));
+        }
+        Err(Refusal::Http(f)) => return Err(f),
+    };
+    let partition = target.partition_for(rec.partition, rec.key.as_ref().map(|k| k.as_bytes()));
+    match send(&ctx, &target, partition, &rec.outgoing()).await {
+        Ok(sent) => Ok(json!({
+            "topic": rec.topic,
+            "partition": partition,
+            "offset": sent.offset,
+        })),
+        Err(Refusal::Kafka(code, msg)) => {
+            let msg = msg.map(|m| format!(": {m}")).unwrap_or_default();
+            let why = format!("{}{msg}", error_name(code));
+            Err(Failure(StatusCode::BAD_GATEWAY, why))
+        }
+        Err(Refusal::Http(f)) => Err(f),
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,18 @@ pub fn not_leader(code: i16) -> bool {
     code == ResponseError::NotLeaderOrFollower.code()
 }
 
+/// An authorization error: the user may not do what the request asks.
+pub fn denied(code: i16) -> bool {
+    [
+        ResponseError::TopicAuthorizationFailed,
+        ResponseError::GroupAuthorizationFailed,
+        ResponseError::ClusterAuthorizationFailed,
+        ResponseError::TransactionalIdAuthorizationFailed,
+    ]
+    .iter()
+    .any(|e| e.code() == code)
+}
+
 /// NOT_COORDINATOR: another broker coordinates the group.
 pub fn not_coordinator(code: i16) -> bool {
     code == ResponseError::NotCoordinator.code()
