@@ -210,10 +210,10 @@ fn offsets_batches(c: &mut Client, partition: i32) -> Vec<kafka_protocol::record
 /// with require_stable then gives in process ((partition, offset, error) for partitions 0
 /// and 1), and shuts the broker down cleanly.
 fn write_markers(dir: &std::path::Path, markers: &[((i64, i16), bool)]) -> Vec<(i32, i64, i16)> {
-    let cfg = sluice::config::BrokerConfig::from_pairs([(
-        "log.dirs".to_string(),
-        dir.display().to_string(),
-    )])
+    let cfg = sluice::config::BrokerConfig::from_pairs([
+        ("log.dirs".to_string(), dir.display().to_string()),
+        ("sluice.metadata.quorum".to_string(), "file".to_string()),
+    ])
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
