@@ -2,8 +2,10 @@
 //! configuration and exiting, and what `testing` runs in-process.
 //!
 //! [`start`] reads the keys and certificates, binds every listener (a port in use is reported
-//! before any data is touched), starts the HTTP server, in a cluster the metadata quorum (the
-//! cluster id it agrees on goes into the log dirs' `meta.properties`), then opens the broker
+//! before any data is touched), starts the HTTP server, locks the log dirs (before the
+//! metadata log's dir), checks on a broker that the open-file limit leaves room for its
+//! segments, starts in a cluster the metadata quorum (the cluster id it agrees on goes into
+//! the log dirs' `meta.properties`), then opens the broker
 //! and serves its listeners once it has caught up with the metadata log. A controller-only
 //! node (`process.roles=controller`) stops after the quorum and runs the controller's timers.
 //! [`Running::stop`] undoes it in order: the listeners close (one [`CancellationToken`] stops
