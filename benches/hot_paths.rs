@@ -372,6 +372,7 @@ fn bench_handler(c: &mut Criterion) {
             "listeners".to_string(),
             "PLAINTEXT://127.0.0.1:0".to_string(),
         ),
+        ("sluice.metadata.quorum".to_string(), "file".to_string()),
     ])
     .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -60,21 +60,24 @@ pub struct Broker {
 impl Broker {
     /// Opens the log dirs. In a cluster, `cluster_id` is the id the metadata quorum agreed on.
     pub fn open(config: BrokerConfig, cluster_id: Option<&str>) -> Result<Arc<Broker>> {
-        Broker::open_gated(config, cluster_id, Default::default())
+        let locks = crate::log::lock_dirs(&config.log_dirs)?;
+        Broker::open_gated(config, cluster_id, Default::default(), locks)
     }
 
-    /// [`Broker::open`], the connections to the other brokers through `gate`.
+    /// [`Broker::open`] with the log dirs' locks already held (`dir_locks`), the connections
+    /// to the other brokers through `gate`.
     pub fn open_gated(
         config: BrokerConfig,
         cluster_id: Option<&str>,
         gate: crate::net::gate::Gate,
+        dir_locks: Vec<crate::log::DirLock>,
     ) -> Result<Arc<Broker>> {
         let config = Arc::new(config);
         // The client side of the inter-broker listener: bad keys stop start-up here, before
         // any data is opened.
         let mut inter_broker = crate::net::client::InterBroker::load(&config)?;
         inter_broker.gate = gate;
-        let controller = Controller::open(config.clone(), cluster_id)?;
+        let controller = Controller::open_locked(config.clone(), cluster_id, dir_locks)?;
         let advertised = config.advertised_endpoints();
         let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let mut group_config = GroupConfig::from_broker(&config);

@@ -2,8 +2,10 @@
 //! configuration and exiting, and what `testing` runs in-process.
 //!
 //! [`start`] reads the keys and certificates, binds every listener (a port in use is reported
-//! before any data is touched), starts the HTTP server, in a cluster the metadata quorum (the
-//! cluster id it agrees on goes into the log dirs' `meta.properties`), then opens the broker
+//! before any data is touched), starts the HTTP server, locks the log dirs (before the
+//! metadata log's dir), checks on a broker that the open-file limit leaves room for its
+//! segments, starts in a cluster the metadata quorum (the cluster id it agrees on goes into
+//! the log dirs' `meta.properties`), then opens the broker
 //! and serves its listeners once it has caught up with the metadata log. A controller-only
 //! node (`process.roles=controller`) stops after the quorum and runs the controller's timers.
 //! [`Running::stop`] undoes it in order: the listeners close (one [`CancellationToken`] stops
@@ -78,6 +80,18 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
         .zip(&sockets)
         .filter_map(|(l, s)| Some((l.name.clone(), s.local_addr().ok()?)))
         .collect();
+    // The log dirs are locked first, as Kafka locks them (the metadata log's dir after them),
+    // so a second broker on the same data dir is refused naming it.
+    let dir_locks = crate::log::lock_dirs(&config.log_dirs)?;
+    let broker_role = config.cluster.as_ref().is_none_or(|cc| cc.roles.broker);
+    if broker_role {
+        // Before the quorum starts: an open-file limit too low for the segments stops start-up
+        // at once, whichever mode then opens them.
+        crate::log::probe_segment_files(&config.log_dirs).map_err(|e| {
+            let e = anyhow::Error::from(e).context("cannot open the log segments");
+            anyhow!("{e:#}{}", fd_limit_hint(&e, &config.log_dirs))
+        })?;
+    }
     let quorum = match &config.cluster {
         None => None,
         Some(_) => {
@@ -110,7 +124,7 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
     if let Some(cc) = config.cluster.as_ref().filter(|cc| !cc.roles.broker) {
         let q = quorum.expect("a cluster node has a quorum");
         let id = cluster_id.expect("the quorum agreed on a cluster id");
-        let locks = claim_controller_dirs(&config, &id)?;
+        let locks = claim_controller_dirs(&config, &id, dir_locks)?;
         info!(
             "sluice {} started as a controller: node id {}, cluster id {id}, metadata log {}, listener {}",
             env!("CARGO_PKG_VERSION"),
@@ -130,7 +144,7 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
         return Ok(running);
     }
     let log_dirs = config.log_dirs.clone();
-    let broker = Broker::open_gated(config, cluster_id.as_deref(), gate)
+    let broker = Broker::open_gated(config, cluster_id.as_deref(), gate, dir_locks)
         .map_err(|e| anyhow!("{e:#}{}", fd_limit_hint(&e, &log_dirs)))?;
     if let Some(q) = quorum {
         let host: std::sync::Weak<dyn node::ReplicaHost> = Arc::downgrade(&broker) as _;

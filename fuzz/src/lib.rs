@@ -146,6 +146,8 @@ impl Harness {
             ("auto.create.topics.enable".to_string(), "false".to_string()),
             // Small segments so that produce inputs exercise rolling.
             ("log.segment.bytes".to_string(), "65536".to_string()),
+            // Requests go straight to `dispatch`, with no metadata quorum running.
+            ("sluice.metadata.quorum".to_string(), "file".to_string()),
         ])
         .expect("fuzz broker config");
         let broker = Broker::open(config, None).expect("open fuzz broker");

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{Client, TestBroker, create_topic_request};
+use common::{Client, TestBroker, coordinator, create_topic_request};
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::offset_commit_request::{
@@ -54,8 +54,12 @@ fn beat(
     r
 }
 
+/// A heartbeat sent as a client sends it, through the coordinator's loading.
 fn hb(c: &mut Client, r: &ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse {
-    c.call(ApiKey::ConsumerGroupHeartbeat, 1, r)
+    coordinator::call(c, coordinator::GROUP, GROUP, |c| {
+        let resp: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 1, r);
+        (resp.error_code, resp)
+    })
 }
 
 fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeSet<i32>> {
@@ -79,15 +83,22 @@ fn commit(c: &mut Client, version: i16, member: &str, epoch: i32) -> i16 {
     r.member_id = s(member);
     r.generation_id_or_member_epoch = epoch;
     r.topics = vec![t];
-    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, version, &r);
-    resp.topics[0].partitions[0].error_code
+    coordinator::call(c, coordinator::GROUP, GROUP, |c| {
+        let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, version, &r);
+        let code = resp.topics[0].partitions[0].error_code;
+        (code, code)
+    })
 }
 
 fn describe(c: &mut Client) -> consumer_group_describe_response::DescribedGroup {
     let mut r = ConsumerGroupDescribeRequest::default();
     r.group_ids = vec![GroupId(s(GROUP))];
-    let mut resp: ConsumerGroupDescribeResponse = c.call(ApiKey::ConsumerGroupDescribe, 1, &r);
-    resp.groups.remove(0)
+    coordinator::call(c, coordinator::GROUP, GROUP, |c| {
+        let mut resp: ConsumerGroupDescribeResponse =
+            c.call(ApiKey::ConsumerGroupDescribe, 1, &r);
+        let g = resp.groups.remove(0);
+        (g.error_code, g)
+    })
 }
 
 #[test]

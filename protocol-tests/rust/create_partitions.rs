@@ -7,7 +7,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Client, TestBroker, record_batch, record_batch_from};
+use common::{Client, TestBroker, coordinator, record_batch, record_batch_from};
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
 };
@@ -390,8 +390,12 @@ fn commit(c: &mut Client, group: &str, offset: i64) {
     r.group_id = GroupId(StrBytes::from_string(group.to_string()));
     r.generation_id_or_member_epoch = -1;
     r.topics = vec![t];
-    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
-    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    let code = coordinator::call(c, coordinator::GROUP, group, |c| {
+        let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
+        let code = resp.topics[0].partitions[0].error_code;
+        (code, code)
+    });
+    assert_eq!(code, 0);
 }
 
 fn committed(c: &mut Client, group: &str) -> i64 {
@@ -403,7 +407,11 @@ fn committed(c: &mut Client, group: &str) -> i64 {
     let mut r = OffsetFetchRequest::default();
     r.group_id = GroupId(StrBytes::from_string(group.to_string()));
     r.topics = Some(vec![t]);
-    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &r);
+    let resp = coordinator::call(c, coordinator::GROUP, group, |c| {
+        let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &r);
+        (resp.error_code, resp)
+    });
+    assert_eq!(resp.error_code, 0);
     resp.topics[0].partitions[0].committed_offset
 }
 

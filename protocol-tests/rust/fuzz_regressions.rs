@@ -40,6 +40,7 @@ impl TestBroker {
         let config = BrokerConfig::from_pairs(vec![
             ("log.dirs".to_string(), dir.path().display().to_string()),
             ("auto.create.topics.enable".to_string(), "false".to_string()),
+            ("sluice.metadata.quorum".to_string(), "file".to_string()),
         ])
         .unwrap();
         let broker = Broker::open(config, None).unwrap();

@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Client, TestBroker, record_batch_from};
+use common::{Client, TestBroker, coordinator, record_batch_from};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -139,7 +139,10 @@ fn retries_are_stored_once_across_restarts() {
         ResponseError::InvalidTransactionTimeout.code()
     );
     r.transaction_timeout_ms = 60_000;
-    let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 3, &r);
+    let resp = coordinator::call(&mut c, coordinator::TRANSACTION, "tx", |c| {
+        let resp: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 3, &r);
+        (resp.error_code, resp)
+    });
     assert_eq!((resp.error_code, resp.producer_epoch), (0, 0));
     assert!(resp.producer_id.0 > pid2, "ids from the same allocator");
 

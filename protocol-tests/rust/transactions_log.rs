@@ -313,6 +313,8 @@ impl InProcess {
                 "transaction.partition.verification.enable".into(),
                 "false".into(),
             ),
+            // Served by `accept_loop` directly, with no metadata quorum running.
+            ("sluice.metadata.quorum".into(), "file".into()),
         ])
         .unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()

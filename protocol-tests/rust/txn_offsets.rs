@@ -3,15 +3,16 @@
 //! OffsetFetch with and without require_stable, the transactional batch the coordinator
 //! writes to `__consumer_offsets` (read back with Fetch), pending offsets surviving kill -9,
 //! and the transaction markers: written into the stopped broker's data dir by the broker code
-//! itself (in this process, `Partition::append_marker` + `Coordinator::complete_txn`, what the
-//! transaction coordinator's marker path does), then replayed by the binary at its next start.
+//! itself (a node started in this process on the same data dir, `Partition::append_marker` +
+//! `Coordinator::complete_txn`, what the transaction coordinator's marker path does), then
+//! replayed by the binary at its next start.
 
 mod common;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{Client, TestBroker, create_topic_request, fetch_one};
+use common::{Client, TestBroker, coordinator, create_topic_request, fetch_one};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
@@ -101,7 +102,17 @@ fn commit(c: &mut Client, v: i16, t: &Txn, topic: &str, parts: &[(i32, i64)]) ->
         r.group_instance_id = t.instance.map(s);
     }
     r.topics = vec![rt];
-    let resp: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, v, &r);
+    let resp = coordinator::call(c, coordinator::GROUP, t.group, |c| {
+        let resp: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, v, &r);
+        let code = resp
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.error_code)
+            .find(|code| coordinator::RETRIABLE.contains(code))
+            .unwrap_or(0);
+        (code, resp)
+    });
     assert_eq!(resp.topics.len(), 1);
     assert_eq!(resp.topics[0].name.0.as_str(), topic);
     resp.topics[0]
@@ -137,7 +148,14 @@ fn fetch(c: &mut Client, v: i16, group: &str, all: bool, stable: bool) -> Vec<(i
     if v >= 7 {
         r.require_stable = stable;
     }
-    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, v, &r);
+    let resp = coordinator::call(c, coordinator::GROUP, group, |c| {
+        let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, v, &r);
+        let code = match resp.groups.first() {
+            Some(g) if v >= 8 => g.error_code,
+            _ => resp.error_code,
+        };
+        (code, resp)
+    });
     if v >= 8 {
         let g = &resp.groups[0];
         assert_eq!(g.error_code, 0);
@@ -169,7 +187,10 @@ fn join(c: &mut Client, group: &str, instance: Option<&str>) -> (String, i32) {
     r.protocol_type = s("consumer");
     r.protocols = vec![p];
     r.group_instance_id = instance.map(s);
-    let mut resp: JoinGroupResponse = c.call(ApiKey::JoinGroup, 7, &r);
+    let mut resp = coordinator::call(c, coordinator::GROUP, group, |c| {
+        let resp: JoinGroupResponse = c.call(ApiKey::JoinGroup, 7, &r);
+        (resp.error_code, resp)
+    });
     if resp.error_code == 79 {
         r.member_id = resp.member_id.clone();
         resp = c.call(ApiKey::JoinGroup, 7, &r);
@@ -204,27 +225,50 @@ fn offsets_batches(c: &mut Client, partition: i32) -> Vec<kafka_protocol::record
     out
 }
 
-/// With the binary stopped: opens its data dir in this process, appends the markers
-/// (producer, commit) to the group's `__consumer_offsets` partition and tells the group
-/// coordinator, as the transaction coordinator's marker path does; answers what OffsetFetch
-/// with require_stable then gives in process ((partition, offset, error) for partitions 0
-/// and 1), and shuts the broker down cleanly.
+/// With the binary stopped: starts a node on its data dir in this process (its one-voter
+/// metadata quorum included), appends the markers (producer, commit) to the group's
+/// `__consumer_offsets` partition once the node leads it and has loaded its groups, and tells
+/// the group coordinator, as the transaction coordinator's marker path does; answers what
+/// OffsetFetch with require_stable then gives in process ((partition, offset, error) for
+/// partitions 0 and 1), and stops the node cleanly.
 fn write_markers(dir: &std::path::Path, markers: &[((i64, i16), bool)]) -> Vec<(i32, i64, i16)> {
-    let cfg = sluice::config::BrokerConfig::from_pairs([(
-        "log.dirs".to_string(),
-        dir.display().to_string(),
-    )])
+    let cfg = sluice::config::BrokerConfig::from_pairs([
+        ("log.dirs".to_string(), dir.display().to_string()),
+        (
+            "listeners".to_string(),
+            "PLAINTEXT://127.0.0.1:0".to_string(),
+        ),
+    ])
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let broker = sluice::broker::Broker::open(cfg, None).unwrap();
-        let offsets = broker
-            .controller
-            .topic(OFFSETS)
-            .expect("__consumer_offsets");
-        let partition =
-            sluice::group::records::partition_for(GROUP, offsets.partition_count as i32);
-        let p = Arc::clone(offsets.partition(partition).unwrap());
+        let node = sluice::run::start(cfg).await.unwrap();
+        node.serving().await;
+        let broker = Arc::clone(node.broker().expect("a broker"));
+        let wanted = Some(vec![(TOPIC.to_string(), vec![0, 1])]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let (partition, p) = loop {
+            let led = broker.controller.topic(OFFSETS).and_then(|offsets| {
+                let n = offsets.partition_count as i32;
+                let partition = sluice::group::records::partition_for(GROUP, n);
+                let p = Arc::clone(offsets.partition(partition)?);
+                p.is_leader().then_some((partition, p))
+            });
+            if let Some(led) = led
+                && broker
+                    .groups
+                    .fetch_offsets(GROUP, wanted.clone(), false)
+                    .await
+                    .is_ok()
+            {
+                break led;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the group's __consumer_offsets partition was not loaded"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         for &(producer, commit) in markers {
             p.append_marker(producer.0, producer.1, 0, commit, None)
                 .unwrap();
@@ -236,7 +280,7 @@ fn write_markers(dir: &std::path::Path, markers: &[((i64, i16), bool)]) -> Vec<(
         }
         let found = broker
             .groups
-            .fetch_offsets(GROUP, Some(vec![(TOPIC.to_string(), vec![0, 1])]), true)
+            .fetch_offsets(GROUP, wanted, true)
             .await
             .unwrap();
         let found = found[0]
@@ -245,8 +289,8 @@ fn write_markers(dir: &std::path::Path, markers: &[((i64, i16), bool)]) -> Vec<(
             .map(|o| (o.partition, o.offset, o.error))
             .collect();
         drop(p);
-        drop(offsets);
-        broker.controller.shutdown().unwrap();
+        drop(broker);
+        node.stop(false).await.unwrap();
         found
     })
 }

@@ -175,14 +175,19 @@ impl Controller {
     /// from the metadata image instead (`install_topic`), and `meta.properties` must name that
     /// cluster.
     pub fn open(config: Arc<BrokerConfig>, cluster_id: Option<&str>) -> Result<Controller> {
+        // Before anything in the directories is read or written.
+        let dir_locks = crate::log::lock_dirs(&config.log_dirs)?;
+        Controller::open_locked(config, cluster_id, dir_locks)
+    }
+
+    /// [`Controller::open`] with the log dirs' locks already held (`dir_locks`, from
+    /// [`crate::log::lock_dirs`]).
+    pub fn open_locked(
+        config: Arc<BrokerConfig>,
+        cluster_id: Option<&str>,
+        dir_locks: Vec<DirLock>,
+    ) -> Result<Controller> {
         let mut clean = true;
-        let mut dir_locks = Vec::new();
-        for dir in &config.log_dirs {
-            fs::create_dir_all(dir)
-                .with_context(|| format!("log.dirs: cannot create {}", dir.display()))?;
-            // Before anything in the directory is read or written.
-            dir_locks.push(DirLock::acquire(dir)?);
-        }
         // Moves between log dirs a crash cut short are finished or undone before any
         // partition directory is looked for.
         for action in crate::log::dir_move::finish_interrupted_moves(&config.log_dirs)

@@ -1,9 +1,9 @@
 //! The KRaft settings: with `process.roles` set, a node is part of a replicated cluster (a
 //! metadata quorum of the `controller.quorum.voters`, brokers replicating partitions between
 //! them). Without it, Sluice is one broker and its own controller: with
-//! `sluice.metadata.quorum=file` (the default) it keeps the metadata in its `sluice-metadata`
-//! file, with `raft` it runs the cluster's quorum and controller with itself as the only voter
-//! (KRaft combined mode) on a loopback port of its own.
+//! `sluice.metadata.quorum=raft` (the default) it runs the cluster's quorum and controller with
+//! itself as the only voter (KRaft combined mode) on a loopback port of its own; with `file`
+//! it keeps the metadata in a `sluice-metadata` file, as earlier releases did.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -112,6 +112,28 @@ fn parse_voters(p: &Props) -> Result<BTreeMap<i32, String>> {
     Ok(voters)
 }
 
+/// The inter-broker listener's name when one is given, with the key that gives it: as Kafka,
+/// `inter.broker.listener.name` or `security.inter.broker.protocol` (which names the listener
+/// called after the protocol), at most one of the two.
+fn named_inter_broker_listener(p: &Props) -> Result<Option<(&'static str, String)>> {
+    let key = match (
+        p.is_set("inter.broker.listener.name"),
+        p.given("security.inter.broker.protocol"),
+    ) {
+        (false, false) => return Ok(None),
+        (true, true) => {
+            return Err(p.err(
+                "security.inter.broker.protocol",
+                "only one of inter.broker.listener.name and security.inter.broker.protocol \
+                 may be set",
+            ));
+        }
+        (true, false) => "inter.broker.listener.name",
+        (false, true) => "security.inter.broker.protocol",
+    };
+    Ok(Some((key, p.get(key).trim().to_ascii_uppercase())))
+}
+
 /// Reads the KRaft settings when `process.roles` is set. `listeners` loses the controller
 /// listener, which it returns in the config.
 pub(super) fn parse(
@@ -124,10 +146,12 @@ pub(super) fn parse(
         if !one_voter_asked(p)? {
             return Ok(None);
         }
-        let Some(first) = listeners.first() else {
+        if listeners.is_empty() {
             return Err(p.err("listeners", "a broker needs a listener"));
-        };
-        let inter_broker_listener = first.name.clone();
+        }
+        // Checked against the advertised listeners later, as on a single node.
+        let inter_broker_listener = named_inter_broker_listener(p)?
+            .map_or_else(|| listeners[0].name.clone(), |(_, n)| n);
         let controller_listener = Listener {
             name: ONE_VOTER_LISTENER.to_string(),
             host: "127.0.0.1".to_string(),
@@ -268,30 +292,15 @@ pub(super) fn parse(
             ),
         ));
     }
-    let inter_broker_listener = if !roles.broker {
-        String::new()
-    } else if p.is_set("inter.broker.listener.name") || p.given("security.inter.broker.protocol") {
-        // As Kafka: one of the two names the listener; security.inter.broker.protocol names
-        // the listener called after the protocol.
-        let key = if p.is_set("inter.broker.listener.name") {
-            if p.given("security.inter.broker.protocol") {
-                return Err(p.err(
-                    "security.inter.broker.protocol",
-                    "only one of inter.broker.listener.name and security.inter.broker.protocol \
-                     may be set",
-                ));
+    let inter_broker_listener = match named_inter_broker_listener(p)? {
+        _ if !roles.broker => String::new(),
+        None => listeners[0].name.clone(),
+        Some((key, n)) => {
+            if !listeners.iter().any(|l| l.name == n) {
+                return Err(p.err(key, format!("{n} is not one of the broker's listeners")));
             }
-            "inter.broker.listener.name"
-        } else {
-            "security.inter.broker.protocol"
-        };
-        let n = p.get(key).trim().to_ascii_uppercase();
-        if !listeners.iter().any(|l| l.name == n) {
-            return Err(p.err(key, format!("{n} is not one of the broker's listeners")));
+            n
         }
-        n
-    } else {
-        listeners[0].name.clone()
     };
     settings(
         p,

@@ -583,7 +583,7 @@ mod tests {
         assert_eq!(c.num_partitions, 4);
         // The file alone: no image defaults.
         let c = config(Some(file), &[], &[]).unwrap();
-        assert!(c.cluster.is_none());
+        assert!(c.cluster.as_ref().is_some_and(|c| c.one_voter));
     }
 
     #[test]
@@ -626,16 +626,16 @@ mod tests {
         // Overrides still apply over the defaults.
         let c = config(None, &[], &["num.partitions=5"]).unwrap();
         assert_eq!(c.num_partitions, 5);
-        assert!(c.cluster.is_some());
+        assert!(c.cluster.as_ref().is_some_and(|c| !c.one_voter));
         // Any variable replaces the defaults; log.dirs stays on the image's volume.
         let c = config(None, &[("KAFKA_NUM_PARTITIONS", "2")], &[]).unwrap();
-        assert!(c.cluster.is_none());
+        assert!(c.cluster.as_ref().is_some_and(|c| c.one_voter));
         assert_eq!(c.log_dirs, vec![PathBuf::from(DATA_DIR)]);
         let c = config(None, &[("KAFKA_LOG_DIR", "/d")], &[]).unwrap();
         assert_eq!(c.log_dirs, vec![PathBuf::from("/d")]);
         // An excluded variable alone leaves the defaults.
         let c = config(None, &[("KAFKA_HEAP_OPTS", "-Xmx1G")], &[]).unwrap();
-        assert!(c.cluster.is_some());
+        assert!(c.cluster.as_ref().is_some_and(|c| !c.one_voter));
     }
 
     const JAAS: &str = r#"

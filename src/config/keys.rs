@@ -322,12 +322,13 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Int,
         default: Some("0"),
     },
-    // Where a node without `process.roles` keeps its metadata: `file` (its `sluice-metadata`
-    // file) or `raft` (the cluster's Raft quorum and controller, itself the only voter).
+    // Where a node without `process.roles` keeps its metadata: `raft` (the cluster's Raft
+    // quorum and controller, itself the only voter) or `file` (an earlier release's
+    // `sluice-metadata` file).
     KafkaKey {
         name: "sluice.metadata.quorum",
         ty: KafkaType::String,
-        default: Some("file"),
+        default: Some("raft"),
     },
 ];
 

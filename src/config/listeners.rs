@@ -239,7 +239,7 @@ pub(super) fn check_inter_broker_listener(
 ) -> Result<()> {
     let (key, name) = match cluster {
         Some(c) if !c.roles.broker => return Ok(()),
-        Some(c) if !c.inter_broker_listener.is_empty() => {
+        Some(c) if !c.inter_broker_listener.is_empty() && !c.one_voter => {
             let key = if p.given("security.inter.broker.protocol") {
                 "security.inter.broker.protocol"
             } else {

@@ -418,7 +418,7 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(p.err(dirs_key, "no directory given"));
         }
-        let cluster = cluster::parse(&p, node_id, &mut listeners, &log_dirs)?;
+        let mut cluster = cluster::parse(&p, node_id, &mut listeners, &log_dirs)?;
         // The Raft quorum's connections between controllers are plain TCP.
         if let Some(l) = cluster
             .as_ref()
@@ -436,6 +436,17 @@ impl BrokerConfig {
         }
         let advertised_listeners = advertised_listeners(&p, &listeners, cluster.as_ref())?;
         check_inter_broker_listener(&p, &advertised_listeners, cluster.as_ref())?;
+        // A one-voter node has no other broker to reach it: when the listener Kafka would
+        // pick is not advertised, the first advertised one stands in (what internal callers
+        // use to find brokers by listener).
+        if let Some(c) = cluster.as_mut().filter(|c| c.one_voter)
+            && !advertised_listeners
+                .iter()
+                .any(|l| l.name == c.inter_broker_listener)
+            && let Some(first) = advertised_listeners.first()
+        {
+            c.inter_broker_listener = first.name.clone();
+        }
 
         let log_append = match p.get("log.message.timestamp.type").trim() {
             "CreateTime" => false,

@@ -436,7 +436,8 @@ fn kraft_settings_make_a_cluster_node() {
     assert_eq!(cc.replica_lag_time_max_ms, 500);
     assert_eq!(cc.session_timeout_ms, 9000);
     assert!(cc.metadata_log_dir.ends_with("__cluster_metadata-0"));
-    assert!(cfg(&[]).unwrap().cluster.is_none());
+    // Without process.roles: a one-voter quorum of its own.
+    assert!(cfg(&[]).unwrap().cluster.is_some_and(|c| c.one_voter));
 }
 
 #[test]

@@ -64,6 +64,18 @@ impl DirLock {
     }
 }
 
+/// Creates each of `dirs` if missing and takes its lock: what a node does first with its log
+/// dirs, before any other file under them (the metadata log's included) is opened.
+pub fn lock_dirs(dirs: &[PathBuf]) -> Result<Vec<DirLock>> {
+    dirs.iter()
+        .map(|dir| {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("log.dirs: cannot create {}", dir.display()))?;
+            DirLock::acquire(dir)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

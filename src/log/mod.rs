@@ -52,7 +52,7 @@ pub mod txn_index;
 pub use batch::{BatchError, BatchHeader, RecordInfo, validate_for_append};
 pub use compression::Compression;
 pub use control::EndTxnMarker;
-pub use dir_lock::DirLock;
+pub use dir_lock::{DirLock, lock_dirs};
 pub use partition_log::{AppendError, AppendInfo, Log, LogConfig, ReadError, ReadSlice, now_ms};
 pub use segment::Segment;
 pub use txn_index::AbortedTxn;
@@ -65,24 +65,41 @@ pub(crate) fn remove_if_exists(path: &std::path::Path) -> std::io::Result<()> {
     }
 }
 
-/// The log segments (`.log` files in partition directories) under these log dirs: each holds
-/// a file descriptor while the broker runs.
-pub fn count_segments(log_dirs: &[std::path::PathBuf]) -> usize {
-    let entries = |d: &std::path::Path| {
+/// The metadata quorum's log in a log dir, kept by the quorum's own store (not under the
+/// partition logs' bound on open segments).
+const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
+/// The log segments (`.log` files in partition directories) under these log dirs.
+fn segment_files(log_dirs: &[std::path::PathBuf]) -> impl Iterator<Item = std::path::PathBuf> + '_ {
+    fn entries(d: &std::path::Path) -> impl Iterator<Item = std::path::PathBuf> + use<> {
         std::fs::read_dir(d)
             .into_iter()
             .flatten()
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-    };
+    }
     log_dirs
         .iter()
         .flat_map(|d| entries(d))
-        .filter(|p| p.is_dir())
-        .map(|p| {
-            entries(&p)
-                .filter(|f| f.extension().is_some_and(|x| x == "log"))
-                .count()
-        })
-        .sum()
+        .filter(|p| p.is_dir() && !p.ends_with(METADATA_LOG_DIR))
+        .flat_map(|p| entries(&p))
+        .filter(|f| f.extension().is_some_and(|x| x == "log"))
+}
+
+/// How many log segments these log dirs hold: each holds a file descriptor while the broker
+/// runs.
+pub fn count_segments(log_dirs: &[std::path::PathBuf]) -> usize {
+    segment_files(log_dirs).count()
+}
+
+/// Opens, all at once, as many of the log dirs' segments as the broker keeps open
+/// ([`open_files::limit`], at most every one), then closes them: start-up's check, before the
+/// metadata quorum or any log is opened, that the open-file limit leaves room for them. The
+/// error is the first open that failed (EMFILE when the limit is too low).
+pub fn probe_segment_files(log_dirs: &[std::path::PathBuf]) -> std::io::Result<()> {
+    let mut held = Vec::new();
+    for path in segment_files(log_dirs).take(open_files::limit()) {
+        held.push(std::fs::File::open(&path)?);
+    }
+    Ok(())
 }

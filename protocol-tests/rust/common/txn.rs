@@ -44,17 +44,10 @@ pub fn init(c: &mut Client, id: &str, timeout_ms: i32, version: i16) -> (i16, i6
     (resp.error_code, resp.producer_id.0, resp.producer_epoch)
 }
 
-/// Repeats `f` while it answers one of `retriable` (every 50 ms, for at most 60 s); its
-/// last answer.
-pub fn retrying<T>(retriable: &[i16], mut f: impl FnMut() -> (i16, T)) -> (i16, T) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, t) = f();
-        if !retriable.contains(&code) || Instant::now() >= deadline {
-            return (code, t);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Repeats `f` while it answers one of `retriable`, within
+/// [`retry_while`](super::coordinator::retry_while)'s bounds; its last answer.
+pub fn retrying<T>(retriable: &[i16], f: impl FnMut() -> (i16, T)) -> (i16, T) {
+    super::coordinator::retry_while(retriable, f)
 }
 
 /// InitProducerId, retried while the coordinator is busy, loading or not yet serving (a

@@ -88,10 +88,10 @@ mod tests {
     use crate::security::acl::changes::{binding_from_wire, filter_from_wire};
 
     fn open(dir: &std::path::Path) -> Controller {
-        let cfg = BrokerConfig::from_pairs([(
-            "log.dirs".to_string(),
-            dir.to_string_lossy().into_owned(),
-        )])
+        let cfg = BrokerConfig::from_pairs([
+            ("log.dirs".to_string(), dir.to_string_lossy().into_owned()),
+            ("sluice.metadata.quorum".to_string(), "file".to_string()),
+        ])
         .unwrap();
         Controller::open(Arc::new(cfg), None).unwrap()
     }

@@ -148,16 +148,14 @@ pub fn format_dirs(config: &BrokerConfig, cluster_id: &str) -> Result<Vec<PathBu
     Ok(formatted)
 }
 
-/// A controller-only node's log dirs: created, locked for the node's lifetime, and stamped
-/// with the cluster id the quorum agreed on in `meta.properties`, as Kafka's controllers keep
-/// them.
-pub fn claim_controller_dirs(config: &BrokerConfig, cluster_id: &str) -> Result<Vec<DirLock>> {
-    let mut locks = Vec::new();
-    for dir in &config.log_dirs {
-        fs::create_dir_all(dir)
-            .with_context(|| format!("log.dirs: cannot create {}", dir.display()))?;
-        locks.push(DirLock::acquire(dir)?);
-    }
+/// A controller-only node's log dirs, locked (`locks`, from [`crate::log::lock_dirs`]) for
+/// the node's lifetime: stamped with the cluster id the quorum agreed on in
+/// `meta.properties`, as Kafka's controllers keep them.
+pub fn claim_controller_dirs(
+    config: &BrokerConfig,
+    cluster_id: &str,
+    locks: Vec<DirLock>,
+) -> Result<Vec<DirLock>> {
     load_meta_properties(config, Some(cluster_id))?;
     Ok(locks)
 }
