@@ -131,7 +131,8 @@ impl Broker {
             share_states.rebuilds(&share);
             let schemas = Arc::new(crate::registry::Registry::new(
                 internal_topics.clone(),
-                if clustered {
+                // a single node (one voter or file mode) keeps `_schemas` on itself
+                if config.cluster.as_ref().is_some_and(|c| !c.one_voter) {
                     config.schema_registry_replication_factor
                 } else {
                     1
