@@ -80,7 +80,9 @@ async fn add(s: &HttpState, headers: &HeaderMap, body: &str) -> Answer {
     }
     let action = spec.action;
     let cluster = b.cluster().cloned();
-    if action.on_node() && cluster.is_none() {
+    // a single node runs alone whether it keeps its metadata in a file or as the only voter
+    let alone = cluster.is_none() || b.config.cluster.as_ref().is_some_and(|c| c.one_voter);
+    if action.on_node() && alone {
         return Err(Failure::bad_request(format!(
             "{} acts on a node of a cluster: this broker runs alone",
             v["kind"].as_str().unwrap_or_default()
