@@ -94,8 +94,7 @@ fn describe(c: &mut Client) -> consumer_group_describe_response::DescribedGroup 
     let mut r = ConsumerGroupDescribeRequest::default();
     r.group_ids = vec![GroupId(s(GROUP))];
     coordinator::call(c, coordinator::GROUP, GROUP, |c| {
-        let mut resp: ConsumerGroupDescribeResponse =
-            c.call(ApiKey::ConsumerGroupDescribe, 1, &r);
+        let mut resp: ConsumerGroupDescribeResponse = c.call(ApiKey::ConsumerGroupDescribe, 1, &r);
         let g = resp.groups.remove(0);
         (g.error_code, g)
     })

@@ -18,8 +18,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsResponse, FetchRequest,
-    FetchResponse, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
-    ProduceResponse, TopicName,
+    FetchResponse, MetadataRequest, MetadataResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -273,10 +273,7 @@ fn leader_epoch(c: &mut Client, topic: &str, partition: i32) -> i32 {
 fn epoch_zero_after_restart(c: &mut Client) {
     let current = leader_epoch(c, "ofle", 0);
     assert!(current >= 0, "leader epoch {current}");
-    assert_eq!(
-        answer(&epoch_query(c, 4, "ofle", 0, current, 0)),
-        (0, 0, 5)
-    );
+    assert_eq!(answer(&epoch_query(c, 4, "ofle", 0, current, 0)), (0, 0, 5));
     if current > 0 {
         assert_eq!(
             answer(&epoch_query(c, 4, "ofle", 0, 0, 0)),

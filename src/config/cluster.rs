@@ -150,8 +150,8 @@ pub(super) fn parse(
             return Err(p.err("listeners", "a broker needs a listener"));
         }
         // Checked against the advertised listeners later, as on a single node.
-        let inter_broker_listener = named_inter_broker_listener(p)?
-            .map_or_else(|| listeners[0].name.clone(), |(_, n)| n);
+        let inter_broker_listener =
+            named_inter_broker_listener(p)?.map_or_else(|| listeners[0].name.clone(), |(_, n)| n);
         let controller_listener = Listener {
             name: ONE_VOTER_LISTENER.to_string(),
             host: "127.0.0.1".to_string(),
