@@ -187,3 +187,15 @@ def main_phase(suite, phases, phase):
             os._exit(0)
     sys.argv = [sys.argv[0]] + asked
     suite.main()
+
+
+def check_error_body(where, got, code, message=None):
+    """Checks a Confluent error body (Schema Registry, REST Proxy): `error_code` is `code`, a
+    non-empty `message`, equal to `message` when one is given."""
+    check(isinstance(got, dict) and got.get("error_code") == code,
+          "%s: body %r, wanted error_code %s" % (where, got, code))
+    check(isinstance(got.get("message"), str) and got["message"],
+          "%s: no message: %r" % (where, got))
+    if message is not None:
+        check(got["message"] == message, "%s: message %r, wanted %r" % (
+            where, got["message"], message))

@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase, wait_until
+from harness import (BOOTSTRAP, RUN_TAG, Suite, check, check_error_body, info, main_phase,
+                     wait_until)
 
 PHASE = os.environ.get("REST_PHASE", "main")
 URL = os.environ["REST_URL"]
@@ -59,13 +60,7 @@ def refused(method, path, status, code, body=None, raw=None, auth=None, message=
     info("%s %s -> %s %s" % (method, path, got_status, got))
     check(got_status == status, "%s %s: status %s, wanted %s (%s)" % (
         method, path, got_status, status, got))
-    check(isinstance(got, dict) and got.get("error_code") == code,
-          "%s %s: body %r, wanted error_code %s" % (method, path, got, code))
-    check(isinstance(got.get("message"), str) and got["message"],
-          "%s %s: no message: %r" % (method, path, got))
-    if message is not None:
-        check(got["message"] == message, "%s %s: message %r, wanted %r" % (
-            method, path, got["message"], message))
+    check_error_body("%s %s" % (method, path), got, code, message)
     check((hdrs.get("Content-Type") or "").startswith("application/json"),
           "%s %s: content type %r" % (method, path, hdrs.get("Content-Type")))
     return got

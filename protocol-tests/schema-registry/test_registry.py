@@ -14,7 +14,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase, wait_until
+from harness import (BOOTSTRAP, RUN_TAG, Suite, check, check_error_body, info, main_phase,
+                     wait_until)
 
 PHASE = os.environ.get("REGISTRY_PHASE", "main")
 URL = os.environ["REGISTRY_URL"]
@@ -53,13 +54,7 @@ def refused(method, path, status, code, message=None, body=None, raw=None, ctype
     info("%s %s -> %s %s" % (method, path, got_status, got))
     check(got_status == status, "%s %s: status %s, wanted %s (%s)" % (
         method, path, got_status, status, got))
-    check(isinstance(got, dict) and got.get("error_code") == code,
-          "%s %s: body %r, wanted error_code %s" % (method, path, got, code))
-    check(isinstance(got.get("message"), str) and got["message"],
-          "%s %s: no message: %r" % (method, path, got))
-    if message is not None:
-        check(got["message"] == message, "%s %s: message %r, wanted %r" % (
-            method, path, got["message"], message))
+    check_error_body("%s %s" % (method, path), got, code, message)
     check(got_ctype == CT, "%s %s: content type %r" % (method, path, got_ctype))
     return got
 
