@@ -100,7 +100,7 @@ pub(in crate::http) async fn list_groups(ctx: &Ctx) -> Result<Vec<ListedGroup>, 
 
 /// The broker coordinating group `id` (FindCoordinator v4), or -1 when it is not known:
 /// the requests about the group are then answered here.
-async fn coordinator(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
+pub(in crate::http) async fn coordinator(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
     let mut req = FindCoordinatorRequest::default();
     req.key_type = 0;
     req.coordinator_keys = vec![StrBytes::from_string(id.to_string())];
@@ -365,7 +365,7 @@ fn tp_names(tps: &[(String, i32)]) -> Vec<String> {
 
 /// The partitions of a classic consumer's assignment (ConsumerProtocolAssignment: a version,
 /// then the body); nothing when it does not decode.
-pub(super) fn consumer_assignment(mut b: Bytes) -> Vec<(String, i32)> {
+pub(in crate::http) fn consumer_assignment(mut b: Bytes) -> Vec<(String, i32)> {
     if b.len() < 2 {
         return Vec::new();
     }
