@@ -60,6 +60,13 @@ def refused(method, path, status, code, body=None, raw=None, auth=None, message=
     return got
 
 
+def proxy_off(path):
+    """Checks that `path` answers 404 (Confluent's body) with sluice.rest.proxy.enable=false."""
+    status, _, body = http("GET", path)
+    check(status == 404 and isinstance(body, dict) and body.get("error_code") == 404,
+          "%s with the proxy off: %s %r" % (path, status, body))
+
+
 def name(base):
     return "rp-%s-%s" % (base, RUN_TAG)
 

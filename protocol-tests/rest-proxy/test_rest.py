@@ -16,7 +16,8 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType)
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, main_phase, wait_until
-from rest_http import (ADMIN, ALICE, T, URL, b64, consume, http, name, ok, refused, sasl)
+from rest_http import (ADMIN, ALICE, T, URL, b64, consume, http, name, ok, proxy_off, refused,
+                       sasl)
 
 PHASE = os.environ.get("REST_PHASE", "main")
 S = Suite("rest-proxy")
@@ -433,9 +434,7 @@ def acl():
 
 @S.scenario("off")
 def off():
-    status, _, body = http("GET", "/v3/clusters")
-    check(status == 404 and isinstance(body, dict) and body.get("error_code") == 404,
-          "/v3/clusters with the proxy off: %s %r" % (status, body))
+    proxy_off("/v3/clusters")
 
 
 PHASES = {

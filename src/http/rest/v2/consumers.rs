@@ -12,14 +12,13 @@
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::instance::{Format, Instance, Mode, Pos, Reset, Settings, Tp, illegal_state};
 use super::{
-    Answer, Fail, V2_JSON, V2Req, json_entity, media_type, no_content, not_acceptable, parse_opt,
-    reply, reply_as, unprocessable, unsupported_media_type,
+    Answer, Entity, Fail, Inst, V2_JSON, V2Req, media_type, no_content, not_acceptable, reply,
+    reply_as, unprocessable,
 };
 use crate::http::HttpState;
 use crate::http::console::cluster::list_offsets;
@@ -30,19 +29,6 @@ use crate::http::rest::records::parse_instant;
 const REQUEST_TIMEOUT_MS: u64 = 1_000;
 /// How long a DELETE waits for the instance to commit and leave its group.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// A JSON body of a consumer endpoint: refused (415) in another media type.
-fn body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, b: &[u8]) -> Result<Option<T>, Fail> {
-    if !json_entity(&super::content_type(headers)) {
-        return Err(unsupported_media_type().into());
-    }
-    parse_opt(b)
-}
-
-/// A body the endpoint needs (422 when there is none).
-fn required<T>(v: Option<T>) -> Result<T, Fail> {
-    v.ok_or_else(|| RestError::empty_body().into())
-}
 
 /// A value that may come as a JSON string or as the JSON value itself.
 #[derive(Deserialize)]
@@ -64,7 +50,7 @@ impl Loose {
 }
 
 #[derive(Deserialize, Default)]
-struct CreateBody {
+pub(super) struct CreateBody {
     id: Option<String>,
     name: Option<String>,
     format: Option<String>,
@@ -142,10 +128,9 @@ pub(super) async fn create(
     State(s): State<HttpState>,
     r: V2Req,
     Path(group): Path<String>,
-    headers: HeaderMap,
-    b: Bytes,
+    Entity(want): Entity<CreateBody>,
 ) -> Answer {
-    let want: CreateBody = body(&headers, &b)?.unwrap_or_default();
+    let want = want.unwrap_or_default();
     let settings = settings(&want)?;
     let name = want
         .id
@@ -176,21 +161,8 @@ fn enc(s: &str) -> String {
     out
 }
 
-/// The caller's instance the path names.
-fn instance(
-    s: &HttpState,
-    r: &V2Req,
-    (group, name): &(String, String),
-) -> Result<std::sync::Arc<Instance>, RestError> {
-    s.rest_consumers.get(group, name, &r.ctx.session.principal)
-}
-
-type Names = Path<(String, String)>;
-
-pub(super) async fn delete(State(s): State<HttpState>, r: V2Req, Path(p): Names) -> Answer {
-    let inst = s
-        .rest_consumers
-        .remove(&p.0, &p.1, &r.ctx.session.principal)?;
+pub(super) async fn delete(State(s): State<HttpState>, Inst(inst): Inst) -> Answer {
+    s.rest_consumers.forget(&inst);
     inst.closed.cancel();
     let task = inst.task.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(task) = task
@@ -206,20 +178,13 @@ pub(super) async fn delete(State(s): State<HttpState>, r: V2Req, Path(p): Names)
 }
 
 #[derive(Deserialize)]
-struct SubscribeBody {
+pub(super) struct SubscribeBody {
     topics: Option<Vec<String>>,
     topic_pattern: Option<String>,
 }
 
-pub(super) async fn subscribe(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    let inst = instance(&s, &r, &p)?;
-    let want: SubscribeBody = required(body(&headers, &b)?)?;
+pub(super) async fn subscribe(Inst(inst): Inst, want: Entity<SubscribeBody>) -> Answer {
+    let want = want.required()?;
     let mode = match (want.topics, want.topic_pattern) {
         (Some(mut topics), _) => {
             topics.sort();
@@ -247,6 +212,7 @@ pub(super) async fn subscribe(
             .into());
         }
         st.mode = mode;
+        st.error = None;
     }
     if let Some(ctx) = inst.ctx() {
         super::member::refresh_pattern(&inst, &ctx).await?;
@@ -255,20 +221,19 @@ pub(super) async fn subscribe(
     no_content()
 }
 
-pub(super) async fn unsubscribe(State(s): State<HttpState>, r: V2Req, Path(p): Names) -> Answer {
-    let inst = instance(&s, &r, &p)?;
+pub(super) async fn unsubscribe(Inst(inst): Inst) -> Answer {
     {
         let _busy = inst.busy.lock().await;
         let mut st = inst.lock();
         st.mode = Mode::Nothing;
         st.positions.clear();
+        st.error = None;
     }
     inst.wake.notify_one();
     no_content()
 }
 
-pub(super) async fn subscription(State(s): State<HttpState>, r: V2Req, Path(p): Names) -> Answer {
-    let inst = instance(&s, &r, &p)?;
+pub(super) async fn subscription(Inst(inst): Inst) -> Answer {
     let topics = inst.lock().wanted().unwrap_or_default();
     reply(&json!({ "topics": topics }))
 }
@@ -280,7 +245,7 @@ struct PartitionIn {
 }
 
 #[derive(Deserialize)]
-struct PartitionsBody {
+pub(super) struct PartitionsBody {
     #[serde(default)]
     partitions: Vec<PartitionIn>,
 }
@@ -300,15 +265,8 @@ fn partitions_json(tps: &[Tp]) -> Value {
     json!({ "partitions": ps })
 }
 
-pub(super) async fn assign(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    let inst = instance(&s, &r, &p)?;
-    let want: PartitionsBody = required(body(&headers, &b)?)?;
+pub(super) async fn assign(Inst(inst): Inst, want: Entity<PartitionsBody>) -> Answer {
+    let want = want.required()?;
     let assigned = tps(want.partitions);
     let _busy = inst.busy.lock().await;
     let mut st = inst.lock();
@@ -319,6 +277,7 @@ pub(super) async fn assign(
         .into());
     }
     st.positions.retain(|tp, _| assigned.contains(tp));
+    st.error = None;
     st.mode = if assigned.is_empty() {
         Mode::Nothing
     } else {
@@ -328,8 +287,7 @@ pub(super) async fn assign(
     no_content()
 }
 
-pub(super) async fn assignment(State(s): State<HttpState>, r: V2Req, Path(p): Names) -> Answer {
-    let inst = instance(&s, &r, &p)?;
+pub(super) async fn assignment(Inst(inst): Inst) -> Answer {
     let assigned = inst.lock().assigned();
     reply(&partitions_json(&assigned))
 }
@@ -366,13 +324,8 @@ fn accepted(headers: &HeaderMap) -> Option<Result<Format, &'static str>> {
     })
 }
 
-pub(super) async fn records(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Answer {
+/// A read; its errors, 40403 included, come in the media type the `Accept` asked for.
+pub(super) async fn records(inst: Result<Inst, Fail>, uri: Uri, headers: HeaderMap) -> Answer {
     let q = crate::http::console::render::parse_query(uri.query().unwrap_or(""));
     let number = |k: &str| q.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(-1);
     let asked = accepted(&headers);
@@ -381,7 +334,7 @@ pub(super) async fn records(
         Some(Err(m)) => m,
         None => V2_JSON,
     };
-    let inst = instance(&s, &r, &p).map_err(|e| Fail(e, media))?;
+    let Inst(inst) = inst.map_err(|Fail(e, _)| Fail(e, media))?;
     match asked {
         None => return Err(Fail(not_acceptable(), V2_JSON)),
         Some(Ok(f)) if f == inst.settings.format => {}
@@ -415,20 +368,12 @@ struct OffsetIn {
 }
 
 #[derive(Deserialize)]
-struct CommitBody {
+pub(super) struct CommitBody {
     #[serde(default)]
     offsets: Vec<OffsetIn>,
 }
 
-pub(super) async fn commit(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    let inst = instance(&s, &r, &p)?;
-    let want: Option<CommitBody> = body(&headers, &b)?;
+pub(super) async fn commit(Inst(inst): Inst, Entity(want): Entity<CommitBody>) -> Answer {
     let ctx = inst.ctx().ok_or_else(|| RestError::kafka(8, None))?;
     let _busy = inst.busy.lock().await;
     let offsets: Vec<(Tp, i64, Option<String>)> = match want {
@@ -454,15 +399,8 @@ pub(super) async fn commit(
     reply(&json!([]))
 }
 
-pub(super) async fn committed(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    let inst = instance(&s, &r, &p)?;
-    let Some(want) = body::<PartitionsBody>(&headers, &b)? else {
+pub(super) async fn committed(Inst(inst): Inst, Entity(want): Entity<PartitionsBody>) -> Answer {
+    let Some(want) = want else {
         return Err(super::topics::partition_not_found().into());
     };
     let ctx = inst.ctx().ok_or_else(|| RestError::kafka(8, None))?;
@@ -486,7 +424,7 @@ struct TimestampIn {
 }
 
 #[derive(Deserialize)]
-struct SeekBody {
+pub(super) struct SeekBody {
     #[serde(default)]
     offsets: Vec<OffsetIn>,
     #[serde(default)]
@@ -504,15 +442,8 @@ fn check_assigned(inst: &Instance, tps: &[Tp]) -> Result<(), RestError> {
     }
 }
 
-pub(super) async fn seek(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    let inst = instance(&s, &r, &p)?;
-    let want: SeekBody = required(body(&headers, &b)?)?;
+pub(super) async fn seek(Inst(inst): Inst, want: Entity<SeekBody>) -> Answer {
+    let want = want.required()?;
     let mut at: Vec<(Tp, i64)> = want
         .offsets
         .into_iter()
@@ -564,16 +495,9 @@ pub(super) async fn seek(
     no_content()
 }
 
-async fn seek_to(
-    s: HttpState,
-    r: V2Req,
-    p: (String, String),
-    headers: HeaderMap,
-    b: Bytes,
-    to: Pos,
-) -> Answer {
-    let inst = instance(&s, &r, &p)?;
-    let want: PartitionsBody = required(body(&headers, &b)?)?;
+async fn seek_to(inst: Inst, want: Entity<PartitionsBody>, to: Pos) -> Answer {
+    let Inst(inst) = inst;
+    let want = want.required()?;
     let wanted = tps(want.partitions);
     check_assigned(&inst, &wanted)?;
     let _busy = inst.busy.lock().await;
@@ -585,24 +509,12 @@ async fn seek_to(
     no_content()
 }
 
-pub(super) async fn seek_to_beginning(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    seek_to(s, r, p, headers, b, Pos::Beginning).await
+pub(super) async fn seek_to_beginning(inst: Inst, want: Entity<PartitionsBody>) -> Answer {
+    seek_to(inst, want, Pos::Beginning).await
 }
 
-pub(super) async fn seek_to_end(
-    State(s): State<HttpState>,
-    r: V2Req,
-    Path(p): Names,
-    headers: HeaderMap,
-    b: Bytes,
-) -> Answer {
-    seek_to(s, r, p, headers, b, Pos::End).await
+pub(super) async fn seek_to_end(inst: Inst, want: Entity<PartitionsBody>) -> Answer {
+    seek_to(inst, want, Pos::End).await
 }
 
 #[cfg(test)]

@@ -17,10 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use axum::http::StatusCode;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, TopicName,
+    ApiKey, GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse, TopicName,
     offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
-    offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
+    offset_fetch_request::OffsetFetchRequestTopics,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::sync::Notify;
@@ -29,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::Broker;
 use crate::http::console::Ctx;
 use crate::http::console::cluster::list_offsets;
-use crate::http::console::groups::coordinator;
+use crate::http::console::groups::{coordinator, offset_fetch, offset_fetch_elsewhere};
 use crate::http::console::wire::{call_as, forward, is_peer, not_coordinator};
 use crate::http::rest::RestError;
 use crate::security::{Principal, Session};
@@ -105,7 +104,7 @@ pub(super) struct State {
     pub assignment: Vec<Tp>,
     pub positions: BTreeMap<Tp, Pos>,
     /// A group error (a refused group, a failed join) every read reports until a join
-    /// succeeds.
+    /// succeeds or the instance subscribes, unsubscribes or is assigned partitions anew.
     pub error: Option<(StatusCode, i32, String)>,
     /// The positions last committed automatically.
     pub auto_committed: BTreeMap<Tp, i64>,
@@ -333,29 +332,18 @@ impl Instance {
         for (t, p) in tps {
             by_topic.entry(t).or_default().push(*p);
         }
-        let mut g = OffsetFetchRequestGroup::default();
-        g.group_id = GroupId(StrBytes::from_string(self.group.clone()));
-        g.member_epoch = -1;
-        g.topics = Some(
-            by_topic
-                .into_iter()
-                .map(|(t, ps)| {
-                    let mut ft = OffsetFetchRequestTopics::default();
-                    ft.name = TopicName(StrBytes::from_string(t.to_string()));
-                    ft.partition_indexes = ps;
-                    ft
-                })
-                .collect(),
-        );
-        let mut req = OffsetFetchRequest::default();
-        req.groups = vec![g];
+        let topics = by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                let mut ft = OffsetFetchRequestTopics::default();
+                ft.name = TopicName(StrBytes::from_string(t.to_string()));
+                ft.partition_indexes = ps;
+                ft
+            })
+            .collect();
+        let req = offset_fetch(&self.group, Some(topics));
         let resp: OffsetFetchResponse = self
-            .to_coordinator(
-                ctx,
-                (ApiKey::OffsetFetch, 8),
-                &req,
-                |r: &OffsetFetchResponse| r.groups.iter().any(|g| not_coordinator(g.error_code)),
-            )
+            .to_coordinator(ctx, (ApiKey::OffsetFetch, 8), &req, offset_fetch_elsewhere)
             .await?;
         let mut out = BTreeMap::new();
         for g in resp.groups {
@@ -518,18 +506,6 @@ impl Instances {
             }
             _ => Err(instance_not_found()),
         }
-    }
-
-    /// Removes the caller's instance and returns it (40403 when there is none).
-    pub(super) fn remove(
-        &self,
-        group: &str,
-        name: &str,
-        caller: &Principal,
-    ) -> Result<Arc<Instance>, RestError> {
-        let inst = self.get(group, name, caller)?;
-        self.forget(&inst);
-        Ok(inst)
     }
 
     /// Drops `inst` from the registry (when it is still the one registered).

@@ -13,11 +13,10 @@
 //! deleted, and when the instance expires, which it checks on every tick.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, ConsumerProtocolAssignment, ConsumerProtocolSubscription, GroupId, HeartbeatRequest,
@@ -26,12 +25,13 @@ use kafka_protocol::messages::{
     join_group_request::JoinGroupRequestProtocol, leave_group_request::MemberIdentity,
     sync_group_request::SyncGroupRequestAssignment,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::time::Instant;
 
 use super::instance::{Instance, Instances, Mode, Tp, rebalanced};
 use crate::http::console::Ctx;
 use crate::http::console::cluster::metadata;
+use crate::http::console::groups::{consumer_assignment, consumer_protocol};
 use crate::http::console::wire::not_coordinator;
 use crate::http::rest::RestError;
 
@@ -468,27 +468,14 @@ fn encode_subscription(topics: &[String]) -> Bytes {
         .iter()
         .map(|t| StrBytes::from_string(t.clone()))
         .collect();
-    let mut buf = BytesMut::new();
-    buf.put_i16(0);
-    if s.encode(&mut buf, 0).is_err() {
-        return Bytes::new();
-    }
-    buf.freeze()
+    versioned(&s)
 }
 
 /// The topics of a member's subscription; none when it does not decode.
-fn decode_subscription(mut b: Bytes) -> Vec<String> {
-    if b.len() < 2 {
-        return Vec::new();
-    }
-    let version = b.get_i16();
-    let decoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        ConsumerProtocolSubscription::decode(&mut b, version.clamp(0, 3))
-    }));
-    match decoded {
-        Ok(Ok(s)) => s.topics.iter().map(|t| t.to_string()).collect(),
-        _ => Vec::new(),
-    }
+fn decode_subscription(b: Bytes) -> Vec<String> {
+    consumer_protocol::<ConsumerProtocolSubscription>(b).map_or_else(Vec::new, |s| {
+        s.topics.iter().map(|t| t.to_string()).collect()
+    })
 }
 
 /// A member's SyncGroup assignment: ConsumerProtocolAssignment v0 behind its version.
@@ -507,16 +494,21 @@ fn encode_assignment(tps: &[Tp]) -> Bytes {
             tp
         })
         .collect();
+    versioned(&a)
+}
+
+/// An embedded consumer protocol message as version 0, behind its version.
+fn versioned<T: Encodable>(msg: &T) -> Bytes {
     let mut buf = BytesMut::new();
     buf.put_i16(0);
-    if a.encode(&mut buf, 0).is_err() {
+    if msg.encode(&mut buf, 0).is_err() {
         return Bytes::new();
     }
     buf.freeze()
 }
 
 fn decode_assignment(b: Bytes) -> Vec<Tp> {
-    crate::http::console::groups::consumer_assignment(b)
+    consumer_assignment(b)
 }
 
 #[cfg(test)]

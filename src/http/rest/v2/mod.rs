@@ -25,8 +25,10 @@ mod produce;
 mod read;
 mod topics;
 
+use std::sync::Arc;
+
 use axum::Router;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -37,6 +39,7 @@ use super::RestError;
 use crate::http::HttpState;
 use crate::http::console::Ctx;
 
+use instance::Instance;
 pub use instance::Instances;
 
 /// The content type of v2's answers and errors.
@@ -166,6 +169,51 @@ impl FromRequestParts<HttpState> for V2Req {
         let r = super::admit(s, &parts.headers)?;
         let base = r.base.trim_end_matches("/v3").to_string();
         Ok(V2Req { ctx: r.ctx, base })
+    }
+}
+
+/// The caller's consumer instance that the path `/consumers/{group}/instances/{instance}`
+/// names (404 40403 when the caller has none of that name), marked used.
+struct Inst(Arc<Instance>);
+
+impl FromRequestParts<HttpState> for Inst {
+    type Rejection = Fail;
+
+    async fn from_request_parts(parts: &mut Parts, s: &HttpState) -> Result<Inst, Fail> {
+        let r = V2Req::from_request_parts(parts, s).await?;
+        let Path((group, name)) = Path::<(String, String)>::from_request_parts(parts, s)
+            .await
+            .map_err(|_| RestError::not_found())?;
+        let inst = s
+            .rest_consumers
+            .get(&group, &name, &r.ctx.session.principal)?;
+        Ok(Inst(inst))
+    }
+}
+
+/// A JSON entity of a v2 body (subscriptions, assignments, offsets, positions, instance
+/// settings): 415 in a media type [`json_entity`] refuses, 400 when it does not parse,
+/// `None` when the body is empty.
+pub(super) struct Entity<T>(pub Option<T>);
+
+impl<T: serde::de::DeserializeOwned> FromRequest<HttpState> for Entity<T> {
+    type Rejection = Fail;
+
+    async fn from_request(req: Request, s: &HttpState) -> Result<Entity<T>, Fail> {
+        if !json_entity(&content_type(req.headers())) {
+            return Err(unsupported_media_type().into());
+        }
+        let b = bytes::Bytes::from_request(req, s)
+            .await
+            .map_err(|e| RestError::bad_request(e.to_string()))?;
+        Ok(Entity(parse_opt(&b)?))
+    }
+}
+
+impl<T> Entity<T> {
+    /// The entity of an endpoint that needs one (422 when the body is empty).
+    pub fn required(self) -> Result<T, Fail> {
+        self.0.ok_or_else(|| RestError::empty_body().into())
     }
 }
 
