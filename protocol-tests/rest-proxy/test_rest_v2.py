@@ -313,6 +313,9 @@ def v2_errors():
     refused("POST", "/consumers/" + g, 422, 42204, body={"name": "x", "auto.offset.reset": "no"},
             content_type=V2)
     refused("POST", "/consumers/" + g, 415, 415, body={"name": "y"}, content_type="text/plain")
+    # consumer.request.timeout.ms is an Integer: a larger number is a body it cannot read.
+    refused("POST", "/consumers/" + g, 400, 400, content_type=V2,
+            body={"name": "z", "consumer.request.timeout.ms": 2 ** 40})
     # Reading before subscribing, and in another format than the instance's.
     refused("GET", base + "/records", 409, 40903, headers={"Accept": BINARY},
             answer_type=BINARY)

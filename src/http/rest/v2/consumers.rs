@@ -58,10 +58,11 @@ pub(super) struct CreateBody {
     auto_offset_reset: Option<String>,
     #[serde(rename = "auto.commit.enable")]
     auto_commit_enable: Option<Loose>,
+    // Both are Integers in kafka-rest's request: a larger number is a body it cannot read.
     #[serde(rename = "fetch.min.bytes", alias = "responseMinBytes")]
-    fetch_min_bytes: Option<i64>,
+    fetch_min_bytes: Option<i32>,
     #[serde(rename = "consumer.request.timeout.ms", alias = "requestWaitMs")]
-    request_timeout_ms: Option<i64>,
+    request_timeout_ms: Option<i32>,
 }
 
 fn invalid_config(why: String) -> RestError {
@@ -101,7 +102,7 @@ fn settings(b: &CreateBody) -> Result<Settings, RestError> {
             }
         },
     };
-    let min_bytes = b.fetch_min_bytes.unwrap_or(-1);
+    let min_bytes = i64::from(b.fetch_min_bytes.unwrap_or(-1));
     if min_bytes < -1 {
         return Err(unprocessable(
             40001,
@@ -551,6 +552,8 @@ mod tests {
         assert_eq!(code(json!({"auto.offset.reset": "middle"})), Some(42204));
         assert_eq!(code(json!({"auto.commit.enable": "maybe"})), Some(42204));
         assert_eq!(code(json!({"fetch.min.bytes": -5})), Some(40001));
+        let huge = json!({"consumer.request.timeout.ms": 1_u64 << 40});
+        assert!(serde_json::from_value::<CreateBody>(huge).is_err());
     }
 
     #[test]
