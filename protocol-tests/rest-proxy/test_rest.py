@@ -15,65 +15,18 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
-from harness import (BOOTSTRAP, RUN_TAG, Suite, check, check_error_body, info, main_phase,
-                     wait_until)
+from harness import BOOTSTRAP, RUN_TAG, Suite, check, main_phase, wait_until
+from rest_http import (ADMIN, ALICE, T, URL, b64, consume, http, name, ok, proxy_off, refused,
+                       sasl)
 
 PHASE = os.environ.get("REST_PHASE", "main")
-URL = os.environ["REST_URL"]
 S = Suite("rest-proxy")
-T = 30
-
-
-def http(method, path, body=None, raw=None, auth=None, headers=None):
-    """(status, headers, JSON body or text) of one call."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(URL + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if auth is not None:
-        token = base64.b64encode(("%s:%s" % auth).encode()).decode()
-        req.add_header("Authorization", "Basic " + token)
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    try:
-        with urllib.request.urlopen(req, timeout=T) as r:
-            status, hdrs, text = r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        status, hdrs, text = e.code, e.headers, e.read()
-    if not text:
-        return status, hdrs, None
-    try:
-        return status, hdrs, json.loads(text)
-    except ValueError:
-        return status, hdrs, text.decode(errors="replace")
-
-
-def ok(method, path, body=None, status=200, auth=None):
-    got_status, _, got = http(method, path, body, auth=auth)
-    check(got_status == status, "%s %s: %s %s" % (method, path, got_status, got))
-    return got
-
-
-def refused(method, path, status, code, body=None, raw=None, auth=None, message=None):
-    """Checks a refusal: the status and Confluent's error body."""
-    got_status, hdrs, got = http(method, path, body, raw, auth)
-    info("%s %s -> %s %s" % (method, path, got_status, got))
-    check(got_status == status, "%s %s: status %s, wanted %s (%s)" % (
-        method, path, got_status, status, got))
-    check_error_body("%s %s" % (method, path), got, code, message)
-    check((hdrs.get("Content-Type") or "").startswith("application/json"),
-          "%s %s: content type %r" % (method, path, hdrs.get("Content-Type")))
-    return got
 
 
 def cluster_id(auth=None):
     got = ok("GET", "/v3/clusters", auth=auth)
     check(got["kind"] == "KafkaClusterList" and len(got["data"]) == 1, "clusters: %r" % got)
     return got["data"][0]["cluster_id"]
-
-
-def name(base):
-    return "rp-%s-%s" % (base, RUN_TAG)
 
 
 def create_topic(cid, topic, partitions=1, configs=None, auth=None):
@@ -114,30 +67,6 @@ def produce(cid, topic, records, auth=None):
             return r.status, reports(r.read().decode())
     except urllib.error.HTTPError as e:
         return e.code, reports(e.read().decode())
-
-
-def b64(b):
-    return base64.b64encode(b).decode()
-
-
-def consume(topic, count, conf=None):
-    """Reads `count` records of `topic` from the start with a Consumer (bounded in time)."""
-    c = Consumer(dict({"bootstrap.servers": BOOTSTRAP, "group.id": "rp-read-" + topic,
-                       "auto.offset.reset": "earliest", "enable.auto.commit": False},
-                      **(conf or {})))
-    c.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + T
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            m = c.poll(1.0)
-            if m is None or m.error():
-                continue
-            got.append(m)
-    finally:
-        c.close()
-    check(len(got) == count, "read %d of %d records of %s" % (len(got), count, topic))
-    return got
 
 
 @S.scenario("clusters")
@@ -467,15 +396,6 @@ def errors():
     check(cluster_id() == cid, "cluster id changed")
 
 
-ADMIN = ("admin", "admin-secret")
-ALICE = ("alice", "alice-secret")
-
-
-def sasl(user, password):
-    return {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password}
-
-
 @S.scenario("acl", timeout=90)
 def acl():
     refused("GET", "/v3/clusters", 401, 40101)
@@ -514,9 +434,7 @@ def acl():
 
 @S.scenario("off")
 def off():
-    status, _, body = http("GET", "/v3/clusters")
-    check(status == 404 and isinstance(body, dict) and body.get("error_code") == 404,
-          "/v3/clusters with the proxy off: %s %r" % (status, body))
+    proxy_off("/v3/clusters")
 
 
 PHASES = {

@@ -307,6 +307,13 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Boolean,
         default: Some("true"),
     },
+    // How long a REST Proxy v2 consumer instance may stay unused before it leaves its group
+    // and is deleted, as Confluent's `consumer.instance.timeout.ms`.
+    KafkaKey {
+        name: "sluice.rest.consumer.instance.timeout.ms",
+        ty: KafkaType::Int,
+        default: Some("300000"),
+    },
     // The replication factor of the registry's `_schemas` topic, created on first use (one
     // on a single node), as Confluent's `kafkastore.topic.replication.factor`.
     KafkaKey {

@@ -91,6 +91,9 @@ pub struct BrokerConfig {
     pub schema_registry_enabled: bool,
     /// `sluice.rest.proxy.enable`: the REST Proxy API v3 on the HTTP listener.
     pub rest_proxy_enabled: bool,
+    /// `sluice.rest.consumer.instance.timeout.ms`: how long an unused REST Proxy v2
+    /// consumer instance lives.
+    pub rest_consumer_instance_timeout_ms: u64,
     /// `sluice.schema.registry.topic.replication.factor`: of `_schemas` in a cluster.
     pub schema_registry_replication_factor: i16,
     /// `sluice.log.open.segments.max`: the most segment files kept open (0: half of the
@@ -559,6 +562,9 @@ impl BrokerConfig {
             faults_enabled: p.boolean("sluice.faults.enable")?,
             schema_registry_enabled: p.boolean("sluice.schema.registry.enable")?,
             rest_proxy_enabled: p.boolean("sluice.rest.proxy.enable")?,
+            rest_consumer_instance_timeout_ms: p
+                .num_at_least::<i32>("sluice.rest.consumer.instance.timeout.ms", 1)?
+                as u64,
             schema_registry_replication_factor: p
                 .num_at_least::<i16>("sluice.schema.registry.topic.replication.factor", 1)?,
             open_segments_max: p.num_at_least::<i32>("sluice.log.open.segments.max", 0)? as usize,

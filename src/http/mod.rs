@@ -7,11 +7,13 @@
 //! The web console ([`console`]) is merged in: `/` and `/api/...`; so is fault injection
 //! ([`faults`]): `/faults`, refused unless `sluice.faults.enable=true`; and so is the Schema
 //! Registry ([`registry`]): `/subjects`, `/schemas`, `/config`, `/compatibility`, `/mode`; and
-//! so is Confluent's REST Proxy API v3 ([`rest`]): `/v3/clusters/...`.
+//! so is Confluent's REST Proxy ([`rest`]): API v3 under `/v3/clusters/...`, API v2 under
+//! `/topics`, `/brokers` and `/consumers`.
 //!
 //! axum on the broker's tokio runtime: routes are plain functions over [`HttpState`], so
 //! more pages are added by merging their `Router` into [`router`]'s.
-//! Nothing here holds state of its own: every answer is read from the broker's owners.
+//! Nothing here holds state of its own but the REST Proxy's consumer instances: every other
+//! answer is read from the broker's owners.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -43,6 +45,8 @@ pub struct HttpState {
     pub serving: Arc<AtomicBool>,
     /// The console's remembered SCRAM password checks.
     pub console: Arc<console::Verified>,
+    /// The REST Proxy's v2 consumer instances.
+    pub rest_consumers: Arc<rest::Instances>,
 }
 
 /// Binds the HTTP listener (at start-up, beside the Kafka listeners: a port in use stops

@@ -15,8 +15,9 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
     ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
-    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse, list_groups_response::ListedGroup,
-    offset_fetch_request::OffsetFetchRequestGroup,
+    ListGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
+    list_groups_response::ListedGroup,
+    offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use serde_json::{Value, json};
@@ -100,7 +101,7 @@ pub(in crate::http) async fn list_groups(ctx: &Ctx) -> Result<Vec<ListedGroup>, 
 
 /// The broker coordinating group `id` (FindCoordinator v4), or -1 when it is not known:
 /// the requests about the group are then answered here.
-async fn coordinator(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
+pub(in crate::http) async fn coordinator(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
     let mut req = FindCoordinatorRequest::default();
     req.key_type = 0;
     req.coordinator_keys = vec![StrBytes::from_string(id.to_string())];
@@ -363,24 +364,46 @@ fn tp_names(tps: &[(String, i32)]) -> Vec<String> {
     tps.iter().map(|(t, p)| format!("{t}-{p}")).collect()
 }
 
-/// The partitions of a classic consumer's assignment (ConsumerProtocolAssignment: a version,
-/// then the body); nothing when it does not decode.
-pub(super) fn consumer_assignment(mut b: Bytes) -> Vec<(String, i32)> {
+/// A classic consumer's embedded protocol message (ConsumerProtocolSubscription or
+/// ConsumerProtocolAssignment): a version, then the body read as that version (at most 3);
+/// None when it does not decode.
+pub(in crate::http) fn consumer_protocol<T: Decodable>(mut b: Bytes) -> Option<T> {
     if b.len() < 2 {
-        return Vec::new();
+        return None;
     }
     let version = b.get_i16();
-    let decoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        ConsumerProtocolAssignment::decode(&mut b, version.clamp(0, 3))
-    }));
-    match decoded {
-        Ok(Ok(a)) => a
-            .assigned_partitions
+    let decoded =
+        std::panic::catch_unwind(AssertUnwindSafe(|| T::decode(&mut b, version.clamp(0, 3))));
+    decoded.ok()?.ok()
+}
+
+/// The partitions of a classic consumer's assignment; nothing when it does not decode.
+pub(in crate::http) fn consumer_assignment(b: Bytes) -> Vec<(String, i32)> {
+    consumer_protocol::<ConsumerProtocolAssignment>(b).map_or_else(Vec::new, |a| {
+        a.assigned_partitions
             .iter()
             .flat_map(|tp| tp.partitions.iter().map(|p| (tp.topic.0.to_string(), *p)))
-            .collect(),
-        _ => Vec::new(),
-    }
+            .collect()
+    })
+}
+
+/// An OffsetFetch (v8) of one group: of `topics`, or of all (None).
+pub(in crate::http) fn offset_fetch(
+    id: &str,
+    topics: Option<Vec<OffsetFetchRequestTopics>>,
+) -> OffsetFetchRequest {
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = group_id(id);
+    g.topics = topics;
+    g.member_epoch = -1;
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    req
+}
+
+/// Whether an OffsetFetch answer says another broker coordinates the group.
+pub(in crate::http) fn offset_fetch_elsewhere(r: &OffsetFetchResponse) -> bool {
+    r.groups.iter().any(|g| not_coordinator(g.error_code))
 }
 
 /// The group's committed offsets (OffsetFetch v8, all topics), of the topics the user may
@@ -390,19 +413,14 @@ async fn committed(
     node: i32,
     id: &str,
 ) -> Result<BTreeMap<(String, i32), i64>, Failure> {
-    let mut g = OffsetFetchRequestGroup::default();
-    g.group_id = group_id(id);
-    g.topics = None;
-    g.member_epoch = -1;
-    let mut req = OffsetFetchRequest::default();
-    req.groups = vec![g];
+    let req = offset_fetch(id, None);
     let resp: OffsetFetchResponse = call_at(
         &ctx.broker,
         &ctx.session,
         node,
         (ApiKey::OffsetFetch, 8),
         &req,
-        |r: &OffsetFetchResponse| r.groups.iter().any(|g| not_coordinator(g.error_code)),
+        offset_fetch_elsewhere,
     )
     .await?;
     let mut out = BTreeMap::new();

@@ -149,7 +149,7 @@ async fn read_partition(
             break;
         }
         let (records, error) = fetch(ctx, topic, partition, offset).await?;
-        if let Some(e) = error {
+        if let Some((_, e)) = error {
             read.error = Some(e);
             break;
         }
@@ -181,13 +181,17 @@ async fn read_partition(
     Ok(read)
 }
 
-/// One Fetch v12 of a partition from `offset`: its records, or the partition's error.
-async fn fetch(
+/// The records of a Fetch answer, or the error code and why.
+pub(in crate::http) type Fetched = (Option<Bytes>, Option<(i16, String)>);
+
+/// One Fetch v12 of a partition from `offset` (on its leader): its records, or the
+/// partition's error code and a description.
+pub(in crate::http) async fn fetch(
     ctx: &Ctx,
     topic: &str,
     partition: i32,
     offset: i64,
-) -> Result<(Option<Bytes>, Option<String>), Failure> {
+) -> Result<Fetched, Failure> {
     let req = fetch_request(topic, partition, offset, FETCH_BYTES, 0);
     let key = (ApiKey::Fetch, 12);
     let mut resp: FetchResponse = call(&ctx.broker, &ctx.session, key.0, key.1, &req).await?;
@@ -197,7 +201,7 @@ async fn fetch(
         resp = forward(&ctx.broker, leader, key, &req).await?;
     }
     if resp.error_code != 0 {
-        return Ok((None, Some(error_name(resp.error_code))));
+        return Ok((None, Some((resp.error_code, error_name(resp.error_code)))));
     }
     let p = resp
         .responses
@@ -205,7 +209,7 @@ async fn fetch(
         .flat_map(|t| t.partitions)
         .find(|p| p.partition_index == partition);
     match p {
-        None => Ok((None, Some("no answer for the partition".to_string()))),
+        None => Ok((None, Some((-1, "no answer for the partition".to_string())))),
         Some(p) if p.error_code != 0 => {
             let mut why = error_name(p.error_code);
             if p.current_leader.leader_id.0 >= 0 {
@@ -214,7 +218,7 @@ async fn fetch(
                     p.current_leader.leader_id.0
                 ));
             }
-            Ok((None, Some(why)))
+            Ok((None, Some((p.error_code, why))))
         }
         Some(p) => Ok((p.records, None)),
     }

@@ -13,7 +13,7 @@
 mod auth;
 pub(super) mod cluster;
 pub(super) mod groups;
-mod messages;
+pub(super) mod messages;
 pub(super) mod produce;
 pub mod render;
 pub(super) mod wire;

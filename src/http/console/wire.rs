@@ -40,7 +40,19 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     version: i16,
     req: &Req,
 ) -> Result<Resp> {
-    let client_id = StrBytes::from_static_str(CLIENT_ID);
+    call_as(broker, session, CLIENT_ID, (key, version), req).await
+}
+
+/// [`call`] with the request header's client id given (a REST consumer instance's own, so
+/// group tools show it as the member's client id).
+pub async fn call_as<Req: Encodable, Resp: Decodable>(
+    broker: &Arc<Broker>,
+    session: &Session,
+    client_id: &str,
+    (key, version): (ApiKey, i16),
+    req: &Req,
+) -> Result<Resp> {
+    let client_id = StrBytes::from_string(client_id.to_string());
     let frame = encode_request(key, version, 1, &client_id, req)?;
     // The connection hands dispatch the frame without its size prefix.
     let frame = frame.slice(4..);

@@ -21,6 +21,9 @@ mod configs;
 mod groups;
 mod records;
 mod topics;
+mod v2;
+
+pub use v2::Instances;
 
 use std::collections::HashMap;
 
@@ -74,6 +77,7 @@ pub fn router() -> Router<HttpState> {
         )
         .route(&format!("{g}/lags"), get(groups::lags))
         .route(&format!("{g}/lag-summary"), get(groups::lag_summary))
+        .merge(v2::router())
 }
 
 /// A REST Proxy error: the HTTP status and Confluent's body.

@@ -308,7 +308,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 
 /// Milliseconds since the epoch of an ISO-8601 instant, `2021-02-05T19:14:42[.123]Z` or
 /// with an offset (`+01:00`).
-fn parse_instant(s: &str) -> Option<i64> {
+pub(super) fn parse_instant(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let num = |from: usize, len: usize| -> Option<i64> {
         let part = s.get(from..from + len)?;
