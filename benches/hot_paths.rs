@@ -33,8 +33,6 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use sluice::api::{self, RequestCtx};
 use sluice::broker::Broker;
-use sluice::cluster::controller::NewTopic;
-use sluice::config::BrokerConfig;
 use sluice::log::{Log, LogConfig, batch};
 
 // --- building real v2 record batches --------------------------------------------------------
@@ -365,30 +363,18 @@ fn bench_fetch(c: &mut Criterion) {
 
 fn bench_handler(c: &mut Criterion) {
     let mut g = c.benchmark_group("handler");
-    let dir = temp_dir("handler");
-    let config = BrokerConfig::from_pairs([
-        ("log.dirs".to_string(), dir.path().display().to_string()),
-        (
-            "listeners".to_string(),
-            "PLAINTEXT://127.0.0.1:0".to_string(),
-        ),
-        ("sluice.metadata.quorum".to_string(), "file".to_string()),
-    ])
-    .unwrap();
+    // A one-voter node (the binary's start-up) on this current-thread runtime: it runs only
+    // while a request does, so its own timers stay out of the measurements.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let broker: Arc<Broker> = Broker::open(config, None).unwrap();
-    rt.block_on(broker.controller.create_topic(NewTopic {
-        name: "bench".into(),
-        num_partitions: 1,
-        replication_factor: 1,
-        configs: Default::default(),
-    }))
-    .unwrap();
+    let node = sluice::testing::Broker::builder().start_on(rt).unwrap();
+    node.block_on(node.create_topic("bench", 1, Default::default()))
+        .unwrap();
+    let broker: Arc<Broker> = node.broker().clone();
     let response_len = |req: &Bytes| {
-        let resp = rt.block_on(api::dispatch(&broker, req.clone())).unwrap();
+        let resp = node.block_on(api::dispatch(&broker, req.clone())).unwrap();
         resp.map_or(0, |r| r.len())
     };
     for &(name, count, size) in SHAPES {
@@ -404,7 +390,7 @@ fn bench_handler(c: &mut Criterion) {
             "the produce request must append"
         );
         g.bench_function(format!("produce_v9/{name}"), |b| {
-            b.iter(|| black_box(rt.block_on(api::dispatch(&broker, req.clone())).unwrap()))
+            b.iter(|| black_box(node.block_on(api::dispatch(&broker, req.clone())).unwrap()))
         });
     }
     let fetch = frame(ApiKey::Fetch, 12, &fetch_request("bench", 1, 100));
@@ -414,7 +400,12 @@ fn bench_handler(c: &mut Criterion) {
     );
     g.throughput(Throughput::Elements(1));
     g.bench_function("fetch_v12/1MiB", |b| {
-        b.iter(|| black_box(rt.block_on(api::dispatch(&broker, fetch.clone())).unwrap()))
+        b.iter(|| {
+            black_box(
+                node.block_on(api::dispatch(&broker, fetch.clone()))
+                    .unwrap(),
+            )
+        })
     });
     g.finish();
 }

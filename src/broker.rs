@@ -12,7 +12,7 @@ use crate::clock::now_ms;
 use crate::cluster::internal_topic::{EnsureFuture, InternalTopic, InternalTopics};
 use crate::cluster::metadata::MetadataImage;
 use crate::cluster::node::{ClusterNode, Reconciled, ReplicaHost};
-use crate::cluster::{Controller, TopicError, TopicInfo};
+use crate::cluster::{Controller, Partition, TopicError, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
 use crate::producer::ProducerIdManager;
@@ -424,14 +424,13 @@ impl ReplicaHost for Broker {
             }
         }
         let count = |name| img.topic(name).map_or(0, |t| t.partitions.len() as i32);
-        for p in r.became_leader {
-            if &*p.topic == offsets {
-                crate::group::loader::became_leader(&self.groups, p, count(offsets));
-            } else if &*p.topic == txns {
-                crate::group::loader::became_leader(&self.txns, p, count(txns));
-            } else if &*p.topic == shares {
-                crate::group::loader::became_leader(&self.share_states, p, count(shares));
-            }
-        }
+        let led = |name: &str| -> Vec<Arc<Partition>> {
+            let led = r.became_leader.iter().filter(|p| &*p.topic == name);
+            led.cloned().collect()
+        };
+        use crate::group::loader::became_leader;
+        became_leader(&self.groups, led(offsets), count(offsets));
+        became_leader(&self.txns, led(txns), count(txns));
+        became_leader(&self.share_states, led(shares), count(shares));
     }
 }

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 use sluice::broker::Broker;
-use sluice::cluster::controller::NewTopic;
-use sluice::config::BrokerConfig;
 use sluice::net::response::Response;
+use sluice::testing::LocalBroker;
 
 pub mod seeds;
 
@@ -108,10 +108,16 @@ pub const TOPIC: &str = "t";
 pub const PARTITIONS: i32 = 3;
 
 pub struct Harness {
-    rt: tokio::runtime::Runtime,
+    node: LocalBroker,
     pub broker: Arc<Broker>,
     pub dir: PathBuf,
 }
+
+/// How long, in the paused runtime's virtual time, one frame may take. A running node's own
+/// timers (the quorum's ticks, broker heartbeats) fire a few times a virtual second, so a
+/// request waiting up to i32::MAX ms (Fetch's max_wait_ms from the wire) would take that many
+/// wake-ups; past this bound it is dropped unanswered, as by a client that gave up.
+const FRAME_TIME: Duration = Duration::from_secs(60);
 
 /// Removes data dirs of earlier fuzzing processes that are gone (libFuzzer exits without
 /// running destructors, and -jobs/-fork start many processes).
@@ -129,9 +135,10 @@ fn remove_stale(base: &Path) {
 }
 
 impl Harness {
-    /// A broker on a fresh data dir (tmpfs when there is one), auto-creation off, topic `t`
-    /// with 3 partitions; a current-thread runtime whose clock is paused (it jumps ahead when
-    /// everything waits, so Fetch's max_wait_ms costs nothing).
+    /// A one-voter node on a fresh data dir (tmpfs when there is one), auto-creation off,
+    /// topic `t` with 3 partitions, run by a current-thread runtime whose clock is paused (it
+    /// jumps ahead when everything waits, so Fetch's max_wait_ms costs nothing) and that
+    /// drives the node only while a frame runs.
     pub fn new() -> Harness {
         let base = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
@@ -141,22 +148,23 @@ impl Harness {
         remove_stale(&base);
         let dir = base.join(format!("sluice-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let config = BrokerConfig::from_pairs(vec![
-            ("log.dirs".to_string(), dir.display().to_string()),
-            ("auto.create.topics.enable".to_string(), "false".to_string()),
-            // Small segments so that produce inputs exercise rolling.
-            ("log.segment.bytes".to_string(), "65536".to_string()),
-            // Requests go straight to `dispatch`, with no metadata quorum running.
-            ("sluice.metadata.quorum".to_string(), "file".to_string()),
-        ])
-        .expect("fuzz broker config");
-        let broker = Broker::open(config, None).expect("open fuzz broker");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
             .build()
             .expect("tokio runtime");
-        let h = Harness { rt, broker, dir };
+        let node = sluice::testing::Broker::builder()
+            .data_dir(&dir)
+            .property("auto.create.topics.enable", "false")
+            // Small segments so that produce inputs exercise rolling.
+            .property("log.segment.bytes", "65536")
+            .start_on(rt)
+            .expect("start the fuzz broker");
+        let h = Harness {
+            broker: node.broker().clone(),
+            node,
+            dir,
+        };
         h.reset();
         h
     }
@@ -168,15 +176,18 @@ impl Harness {
     }
 
     /// Runs the frames through `dispatch` in order, checking each response. Errors are fine
-    /// (they close a connection); panics are not.
+    /// (they close a connection); panics are not. A frame still waiting after [`FRAME_TIME`]
+    /// of virtual time is dropped.
     pub fn run(&self, frames: &[&[u8]]) {
-        self.rt.block_on(async {
+        self.node.block_on(async {
             for f in frames {
                 if known_dos(f) {
                     continue;
                 }
-                let r = sluice::api::dispatch(&self.broker, Bytes::copy_from_slice(f)).await;
-                if let Ok(Some(resp)) = r {
+                let frame = Bytes::copy_from_slice(f);
+                let r =
+                    tokio::time::timeout(FRAME_TIME, sluice::api::dispatch(&self.broker, frame));
+                if let Ok(Ok(Some(resp))) = r.await {
                     check_response(f, &resp);
                 }
             }
@@ -184,29 +195,29 @@ impl Harness {
         self.reset();
     }
 
+    /// Runs `f` on the harness's runtime, which drives the broker meanwhile.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.node.block_on(f)
+    }
+
     /// Back to the starting state: only topic `t` (recreated if an input deleted it). Its
     /// records stay, so offsets grow over a fuzzing run.
     pub fn reset(&self) {
         let b = &self.broker;
-        self.rt.block_on(async {
+        self.node.block_on(async {
             for t in b.controller.topics() {
                 if &*t.name != TOPIC {
-                    b.controller
+                    self.node
                         .delete_topic(&t.name)
                         .await
-                        .unwrap_or_else(|e| panic!("reset: cannot delete {}: {e:?}", t.name));
+                        .unwrap_or_else(|e| panic!("reset: {e:#}"));
                 }
             }
             if b.controller.topic(TOPIC).is_none() {
-                b.controller
-                    .create_topic(NewTopic {
-                        name: TOPIC.to_string(),
-                        num_partitions: PARTITIONS,
-                        replication_factor: 1,
-                        configs: BTreeMap::new(),
-                    })
+                self.node
+                    .create_topic(TOPIC, PARTITIONS, BTreeMap::new())
                     .await
-                    .unwrap_or_else(|e| panic!("reset: cannot create {TOPIC}: {e:?}"));
+                    .unwrap_or_else(|e| panic!("reset: {e:#}"));
             }
         });
     }

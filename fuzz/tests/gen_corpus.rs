@@ -46,13 +46,9 @@ fn seeds_succeed_on_broker() {
     use kafka_protocol::messages::{CreateTopicsResponse, FetchResponse, ProduceResponse};
     use kafka_protocol::protocol::Decodable;
     let h = sluice_fuzz::Harness::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let body = |f: Vec<u8>, header_len: usize| -> (Bytes, i16) {
         let v = i16::from_be_bytes([f[2], f[3]]);
-        let resp = rt
+        let resp = h
             .block_on(sluice::api::dispatch(&h.broker, Bytes::from(f.clone())))
             .unwrap()
             .unwrap();
@@ -73,5 +69,7 @@ fn seeds_succeed_on_broker() {
     assert!(h.broker.controller.topic("u").is_some());
     h.reset();
     assert!(h.broker.controller.topic("u").is_none());
-    let _ = std::fs::remove_dir_all(&h.dir);
+    let dir = h.dir.clone();
+    drop(h);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,7 +40,12 @@ function check(ok, why) { if (!ok) throw new Error(why); }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function run(cmd, args, input) {
-  return execFileSync(cmd, args, { input, timeout: 60_000, stdio: ['pipe', 'pipe', 'pipe'] });
+  try {
+    return execFileSync(cmd, args, { input, timeout: 60_000, stdio: ['pipe', 'pipe', 'pipe'] });
+  } catch (e) {
+    const said = `${e.stderr || ''}`.trim().split('\n').slice(-5).join(' | ');
+    throw new Error(`${cmd} ${args.slice(0, 3).join(' ')} ... failed (${e.status ?? e.signal}): ${said}`);
+  }
 }
 function kcatProduce(topic, { key, headers = [], value }, partition = 0) {
   const args = ['-b', BOOTSTRAP, '-P', '-t', topic, '-p', String(partition)];

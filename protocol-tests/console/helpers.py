@@ -79,9 +79,21 @@ def placed(bootstrap, name, brokers):
 
 
 def coordinators(bootstrap, groups):
+    """Right after a cluster starts, the coordinators of __consumer_offsets may still be loading
+    (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR): a group is asked again, as a client retries
+    a retriable error, for at most 30 s."""
     a = AdminClient({"bootstrap.servers": bootstrap})
-    for g, f in a.describe_consumer_groups(groups, request_timeout=T).items():
-        print("%s %d" % (g, f.result(T).coordinator.id), flush=True)
+    deadline = time.time() + T
+    for g in groups:
+        while True:
+            try:
+                found = a.describe_consumer_groups([g], request_timeout=T)[g].result(T)
+                break
+            except KafkaException as e:
+                if not e.args[0].retriable() or time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        print("%s %d" % (g, found.coordinator.id), flush=True)
 
 
 def main():

@@ -426,14 +426,10 @@ fn growing_consumer_offsets_keeps_commits() {
             abs % 2 == 1 && abs % 3 == 0
         })
         .unwrap();
-    // File mode: its coordinator replays the whole topic at start-up, so it can replay a
-    // moved group's older partition first. Under the quorum each partition's coordinator
-    // loads its own partition only, as Kafka's does, and after such a growth a moved group's
-    // commits are not found (Kafka loses them the same way); this guarantee is file mode's.
-    let mut b = TestBroker::start(&[
-        "offsets.topic.num.partitions=2",
-        "sluice.metadata.quorum=file",
-    ]);
+    // At start-up the node leads every partition of __consumer_offsets and replays them
+    // together, so a moved group's older records in its former partition are applied before
+    // those in its new one.
+    let mut b = TestBroker::start(&["offsets.topic.num.partitions=2"]);
     let mut c = b.connect();
     create_topic(&mut c, "t", 1);
     commit(&mut c, &group, 5);

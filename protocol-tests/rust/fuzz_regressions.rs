@@ -8,8 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice::api::{Parsed, decode_any, dispatch, parse_frame};
 use sluice::broker::Broker;
-use sluice::cluster::controller::NewTopic;
-use sluice::config::BrokerConfig;
+use sluice::testing::LocalBroker;
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
@@ -27,44 +26,34 @@ fn decode(frame: &[u8]) -> anyhow::Result<bool> {
     }
 }
 
-/// A broker like the dispatch fuzz target's: topic `t` with 3 partitions, no auto-creation.
+/// A broker like the dispatch fuzz target's: a one-voter node driven by this test's runtime,
+/// topic `t` with 3 partitions, no auto-creation.
 struct TestBroker {
+    node: LocalBroker,
     broker: Arc<Broker>,
-    rt: tokio::runtime::Runtime,
-    _dir: tempfile::TempDir,
 }
 
 impl TestBroker {
     fn new() -> TestBroker {
-        let dir = tempfile::tempdir().unwrap();
-        let config = BrokerConfig::from_pairs(vec![
-            ("log.dirs".to_string(), dir.path().display().to_string()),
-            ("auto.create.topics.enable".to_string(), "false".to_string()),
-            ("sluice.metadata.quorum".to_string(), "file".to_string()),
-        ])
-        .unwrap();
-        let broker = Broker::open(config, None).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(broker.controller.create_topic(NewTopic {
-            name: "t".into(),
-            num_partitions: 3,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        }))
-        .unwrap();
+        let node = sluice::testing::Broker::builder()
+            .property("auto.create.topics.enable", "false")
+            .start_on(rt)
+            .unwrap();
+        node.block_on(node.create_topic("t", 3, BTreeMap::new()))
+            .unwrap();
         TestBroker {
-            broker,
-            rt,
-            _dir: dir,
+            broker: node.broker().clone(),
+            node,
         }
     }
 
     /// Dispatches one frame; Ok(true) if a response came back.
     fn dispatch(&self, frame: &[u8]) -> anyhow::Result<bool> {
-        self.rt
+        self.node
             .block_on(dispatch(&self.broker, Bytes::copy_from_slice(frame)))
             .map(|r| r.is_some())
     }
@@ -128,10 +117,11 @@ fn create_topics_error(b: &TestBroker, validate_only: bool) -> i16 {
     use kafka_protocol::protocol::Decodable;
     let mut frame = hex(CREATE_TOPICS_HUGE_PARTITIONS);
     frame.push(validate_only as u8);
-    let resp =
-        b.rt.block_on(dispatch(&b.broker, Bytes::from(frame)))
-            .expect("CreateTopics is answered")
-            .expect("with a response");
+    let resp = b
+        .node
+        .block_on(dispatch(&b.broker, Bytes::from(frame)))
+        .expect("CreateTopics is answered")
+        .expect("with a response");
     let mut bytes = Vec::new();
     for c in &resp.chunks {
         match c {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Client, TestBroker, create_topic_request};
+use common::{Client, TestBroker, coordinator, create_topic_request};
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -76,7 +76,21 @@ fn write(
     resp.results[0].partitions[0].error_code
 }
 
+/// ReadShareGroupState, retried as a broker's persister retries it while the share coordinator
+/// answers COORDINATOR_LOAD_IN_PROGRESS (it replays `__share_group_state` after a restart).
 fn read(
+    c: &mut Client,
+    topic: Uuid,
+    leader_epoch: i32,
+) -> read_share_group_state_response::PartitionResult {
+    coordinator::retry_while(&coordinator::RETRIABLE, || {
+        let r = read_once(c, topic, leader_epoch);
+        (r.error_code, r)
+    })
+    .1
+}
+
+fn read_once(
     c: &mut Client,
     topic: Uuid,
     leader_epoch: i32,

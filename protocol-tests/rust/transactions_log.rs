@@ -298,51 +298,27 @@ fn an_open_transaction_holds_the_lso_across_kill_9() {
     check_open_transaction(&mut b.connect(), pid, epoch);
 }
 
-/// A broker of this process on `port` over `dir`, served on a runtime of its own.
+/// A broker of this process (`sluice::testing::Broker`: the binary's start-up on a thread and
+/// a runtime of its own) on `port` over `dir`.
 struct InProcess {
-    broker: Arc<sluice::broker::Broker>,
-    runtime: tokio::runtime::Runtime,
+    node: sluice::testing::Broker,
 }
 
 impl InProcess {
     fn start(port: u16, dir: &std::path::Path) -> InProcess {
-        let config = sluice::config::BrokerConfig::from_pairs([
-            ("listeners".into(), format!("PLAINTEXT://127.0.0.1:{port}")),
-            ("log.dirs".into(), dir.display().to_string()),
-            (
-                "transaction.partition.verification.enable".into(),
-                "false".into(),
-            ),
-            // Served by `accept_loop` directly, with no metadata quorum running.
-            ("sluice.metadata.quorum".into(), "file".into()),
-        ])
-        .unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
+        let node = sluice::testing::Broker::builder()
+            .data_dir(dir)
+            .property("listeners", &format!("PLAINTEXT://127.0.0.1:{port}"))
+            .property("transaction.partition.verification.enable", "false")
+            .start()
             .unwrap();
-        let broker = runtime.block_on(async {
-            let listeners = sluice::net::server::bind_all(&config.listeners)
-                .await
-                .unwrap();
-            let broker = sluice::broker::Broker::open(config, None).unwrap();
-            for (l, conf) in listeners.into_iter().zip(&broker.config.listeners) {
-                let name = std::sync::Arc::from(conf.name.as_str());
-                tokio::spawn(sluice::net::server::accept_loop(
-                    l,
-                    sluice::api::frontend(&broker),
-                    name,
-                    None,
-                ));
-            }
-            broker
-        });
-        InProcess { broker, runtime }
+        InProcess { node }
     }
 
     fn partition(&self) -> Arc<sluice::cluster::Partition> {
-        self.broker
+        self.node
+            .broker()
+            .unwrap()
             .controller
             .topic(TOPIC)
             .unwrap()
@@ -353,9 +329,7 @@ impl InProcess {
 
     /// Stops serving without a clean shutdown (no snapshot, no clean-shutdown file).
     fn crash(self) {
-        let InProcess { broker, runtime } = self;
-        runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-        drop(broker);
+        self.node.kill();
     }
 }
 

@@ -401,37 +401,26 @@ mod tests {
     use kafka_protocol::protocol::{Decodable, Encodable};
 
     use super::*;
-    use crate::cluster::controller::NewTopic;
     use crate::cluster::metadata::PartitionRecord;
-    use crate::config::BrokerConfig;
     use crate::log::batch::test_support::simple_batch;
+    use crate::testing::LocalBroker;
 
     struct Fixture {
+        node: LocalBroker,
         broker: Arc<Broker>,
         partition: Arc<Partition>,
-        _dir: tempfile::TempDir,
     }
 
-    /// Topic `t` (min.insync.replicas=2) whose partition 0 this node leads with `replicas`
-    /// assigned and `isr` in sync.
-    async fn fixture(replicas: &[i32], isr: &[i32]) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let config = BrokerConfig::from_pairs(vec![
-            ("log.dirs".into(), dir.path().display().to_string()),
-            ("sluice.metadata.quorum".into(), "file".into()),
-        ])
-        .unwrap();
-        let broker = Broker::open(config, None).unwrap();
-        let topic = broker
-            .controller
-            .create_topic(NewTopic {
-                name: "t".into(),
-                num_partitions: 1,
-                replication_factor: 1,
-                configs: BTreeMap::from([("min.insync.replicas".into(), "2".into())]),
-            })
-            .await
+    /// A one-voter node driven by the test, with topic `t` (min.insync.replicas=2) whose
+    /// partition 0 it leads with `replicas` assigned and `isr` in sync.
+    fn fixture(replicas: &[i32], isr: &[i32]) -> Fixture {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .unwrap();
+        let node = crate::testing::Broker::builder().start_on(rt).unwrap();
+        let configs = BTreeMap::from([("min.insync.replicas".into(), "2".into())]);
+        let topic = node.block_on(node.create_topic("t", 1, configs)).unwrap();
         let partition = topic.partitions[0].clone();
         let record = PartitionRecord {
             leader_epoch: 1,
@@ -440,9 +429,9 @@ mod tests {
         };
         assert!(partition.become_leader(&record, now_ms()).unwrap());
         Fixture {
-            broker,
+            broker: node.broker().clone(),
+            node,
             partition,
-            _dir: dir,
         }
     }
 
@@ -482,21 +471,27 @@ mod tests {
         e.code()
     }
 
-    #[tokio::test]
-    async fn below_min_isr_acks_all_is_refused_and_nothing_written() {
-        let f = fixture(&[1, 2], &[1]).await;
-        let (err, _) = produce(&f.broker, -1, 1000).await;
-        assert_eq!(err, code(ResponseError::NotEnoughReplicas));
-        assert_eq!(f.partition.log_end_offset(), 0);
-        // acks=1 is written (and not exposed while the partition is under min ISR).
-        assert_eq!(produce(&f.broker, 1, 1000).await, (0, 0));
-        assert_eq!(f.partition.log_end_offset(), 2);
-        assert_eq!(f.partition.high_watermark(), 0);
+    #[test]
+    fn below_min_isr_acks_all_is_refused_and_nothing_written() {
+        let f = fixture(&[1, 2], &[1]);
+        f.node.block_on(async {
+            let (err, _) = produce(&f.broker, -1, 1000).await;
+            assert_eq!(err, code(ResponseError::NotEnoughReplicas));
+            assert_eq!(f.partition.log_end_offset(), 0);
+            // acks=1 is written (and not exposed while the partition is under min ISR).
+            assert_eq!(produce(&f.broker, 1, 1000).await, (0, 0));
+            assert_eq!(f.partition.log_end_offset(), 2);
+            assert_eq!(f.partition.high_watermark(), 0);
+        });
     }
 
-    #[tokio::test]
-    async fn acks_all_waits_for_the_follower_or_times_out() {
-        let f = fixture(&[1, 2], &[1, 2]).await;
+    #[test]
+    fn acks_all_waits_for_the_follower_or_times_out() {
+        let f = fixture(&[1, 2], &[1, 2]);
+        f.node.block_on(acks_all_waits(&f));
+    }
+
+    async fn acks_all_waits(f: &Fixture) {
         // Nobody fetches: the request's timeout answers, the records stay written.
         let (err, base) = produce(&f.broker, -1, 50).await;
         assert_eq!((err, base), (code(ResponseError::RequestTimedOut), 0));
@@ -512,9 +507,13 @@ mod tests {
         assert_eq!(f.partition.high_watermark(), 4);
     }
 
-    #[tokio::test]
-    async fn isr_shrink_or_leadership_loss_while_waiting() {
-        let f = fixture(&[1, 2], &[1, 2]).await;
+    #[test]
+    fn isr_shrink_or_leadership_loss_while_waiting() {
+        let f = fixture(&[1, 2], &[1, 2]);
+        f.node.block_on(isr_shrink_or_leadership_loss(&f));
+    }
+
+    async fn isr_shrink_or_leadership_loss(f: &Fixture) {
         let b = f.broker.clone();
         let waiting = tokio::spawn(async move { produce(&b, -1, 30_000).await });
         while f.partition.log_end_offset() < 2 {

@@ -516,8 +516,8 @@ impl PartitionLoads for Coordinator {
         });
     }
 
-    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
-        super::replay::load_partition(p)
+    fn replay(parts: &[Arc<Partition>], count: i32) -> anyhow::Result<Vec<Self::Loaded>> {
+        super::replay::load_partitions(parts, count)
     }
 }
 

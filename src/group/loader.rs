@@ -37,63 +37,85 @@ pub trait PartitionLoads: Send + Sync + 'static {
     fn finish_load(self: &Arc<Self>, partition: i32, epoch: i32, loaded: Self::Loaded) -> bool;
     /// Stops coordinating `partition`.
     fn unload(&self, partition: i32);
-    /// Replays a partition from its log start to its high watermark.
-    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded>;
+    /// Replays partitions `parts` (of `count`) from their log start to their high watermark:
+    /// what each installs, in the order of `parts`. They are replayed together for a
+    /// coordinator whose keys move between partitions when the topic grows (the group
+    /// coordinator's); the others replay each on its own.
+    fn replay(parts: &[Arc<Partition>], count: i32) -> anyhow::Result<Vec<Self::Loaded>>;
 }
 
-/// This broker leads `p`, a partition (of `count`) of the topic `coordinator` keeps its
-/// state in: the partition is loaded in the background ([`load_when_committed`]).
-pub fn became_leader<C: PartitionLoads>(coordinator: &Arc<C>, p: Arc<Partition>, count: i32) {
-    let epoch = p.leader_epoch();
-    if !coordinator.begin_load(p.index, epoch, count) {
+/// This broker leads `parts`, partitions (of `count`) of the topic `coordinator` keeps its
+/// state in, all at once (at start-up, every partition; after a leadership change, those it
+/// moved here): they are loaded together in the background, each once its high watermark
+/// has reached the log end it had when this broker became leader ([`committed`]).
+pub fn became_leader<C: PartitionLoads>(
+    coordinator: &Arc<C>,
+    parts: Vec<Arc<Partition>>,
+    count: i32,
+) {
+    let parts: Vec<(Arc<Partition>, i32)> = parts
+        .into_iter()
+        .map(|p| {
+            let epoch = p.leader_epoch();
+            (p, epoch)
+        })
+        .filter(|(p, epoch)| coordinator.begin_load(p.index, *epoch, count))
+        .collect();
+    if parts.is_empty() {
         return;
     }
     let coordinator = coordinator.clone();
     tokio::spawn(async move {
-        let index = p.index;
-        let wanted = || coordinator.is_loading(index, epoch);
-        match load_when_committed(p, wanted, C::replay).await {
-            None => {}
-            Some(Ok(loaded)) => {
-                coordinator.finish_load(index, epoch, loaded);
+        let mut ready = Vec::with_capacity(parts.len());
+        for (p, epoch) in parts {
+            let wanted = || coordinator.is_loading(p.index, epoch);
+            if committed(&p, wanted).await {
+                ready.push((p, epoch));
             }
-            // As Kafka's runtime does with a failed load: the partition is not coordinated
+        }
+        if ready.is_empty() {
+            return;
+        }
+        let ps: Vec<Arc<Partition>> = ready.iter().map(|(p, _)| p.clone()).collect();
+        let replayed = tokio::task::spawn_blocking(move || C::replay(&ps, count))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the load task failed: {e}")));
+        match replayed {
+            Ok(loaded) => {
+                for ((p, epoch), l) in ready.into_iter().zip(loaded) {
+                    coordinator.finish_load(p.index, epoch, l);
+                }
+            }
+            // As Kafka's runtime does with a failed load: the partitions are not coordinated
             // here (NOT_COORDINATOR) until leadership changes again.
-            Some(Err(e)) => {
-                warn!(partition = index, "cannot load {}-{index}: {e:#}", C::TOPIC);
-                coordinator.unload(index);
+            Err(e) => {
+                let indexes: Vec<i32> = ready.iter().map(|(p, _)| p.index).collect();
+                warn!(partitions = ?indexes, "cannot load {}: {e:#}", C::TOPIC);
+                for i in indexes {
+                    coordinator.unload(i);
+                }
             }
         }
     });
 }
 
-/// A coordinator's load of `p`, which this broker has just become the leader of: waits
-/// until the high watermark reaches the log end the leader started with (everything in its
-/// log is then committed), then runs `replay` on the blocking pool. None if the load stopped
-/// being `wanted` meanwhile (checked at every change of the partition, and every
-/// [`RECHECK`]).
-pub async fn load_when_committed<T: Send + 'static>(
-    p: Arc<Partition>,
-    wanted: impl Fn() -> bool,
-    replay: fn(&Partition) -> anyhow::Result<T>,
-) -> Option<anyhow::Result<T>> {
+/// Waits until the high watermark of `p`, which this broker has just become the leader of,
+/// reaches the log end the leader started with (everything in its log is then committed).
+/// False if the load stopped being `wanted` meanwhile (checked at every change of the
+/// partition, and every [`RECHECK`]).
+pub async fn committed(p: &Partition, wanted: impl Fn() -> bool) -> bool {
     let target = p.log_end_offset();
     loop {
         let waiter = Arc::new(Notify::new());
         p.add_waiter(&waiter);
         if !wanted() {
-            return None;
+            return false;
         }
         if p.high_watermark() >= target {
-            break;
+            return true;
         }
         let _ = tokio::time::timeout(RECHECK, waiter.notified()).await;
     }
-    Some(
-        tokio::task::spawn_blocking(move || replay(&p))
-            .await
-            .unwrap_or_else(|e| Err(anyhow::anyhow!("the load task failed: {e}"))),
-    )
 }
 
 /// This broker no longer leads partition `index` of `__consumer_offsets`.

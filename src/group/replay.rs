@@ -1,6 +1,6 @@
 //! Replaying `__consumer_offsets` into groups, as Kafka's coordinator loader does: at start-up
-//! on one node ([`load`]: every partition), and in a cluster when this broker becomes a
-//! partition's leader ([`load_partition`]).
+//! on one node in file mode ([`load`]: every partition), and when this broker becomes the
+//! leader of partitions ([`load_partitions`]).
 //!
 //! Records apply in log order (later ones win; tombstones delete). Offsets in a transactional
 //! batch are pending under its producer until that producer's marker (a control batch) in the
@@ -9,6 +9,7 @@
 //! [`Entry`]s and builds the groups.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -19,7 +20,7 @@ use super::consumer::records as consumer_records;
 use super::offset_state::{Committed, OffsetState, TxnKey};
 use super::records::{self, GroupValue, Key};
 use super::store::TOPIC;
-use crate::cluster::{Controller, Partition, TopicInfo};
+use crate::cluster::{Controller, Partition};
 
 /// One entry of `__consumer_offsets`, as replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,75 +193,87 @@ fn partition_of(e: &Entry) -> i32 {
     }
 }
 
-/// Reads every partition of `__consumer_offsets` from its start to its high watermark.
-///
-/// A group's records are normally all in its own partition. If the topic was grown since they
-/// were written, older ones sit in another partition; then those are applied first and the
-/// group's own partition (where it writes now) last, so the newest state wins. Markers apply
-/// in both passes: each ends only the transactions of its own partition.
+/// One node's start-up in file mode: every partition of `__consumer_offsets`
+/// ([`replay_together`]).
 pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> {
     let Some(topic) = controller.topic(TOPIC) else {
         return Ok(HashMap::new());
     };
-    let n = topic.partitions.len() as i32;
+    replay_together(&topic.partitions, topic.partitions.len() as i32)
+}
+
+/// The groups of partitions `parts` (of `count`) of `__consumer_offsets`, this broker having
+/// become their leader: for each partition, the groups whose home it is.
+pub fn load_partitions(
+    parts: &[Arc<Partition>],
+    count: i32,
+) -> anyhow::Result<Vec<HashMap<String, Loaded>>> {
+    let mut found: Vec<HashMap<String, Loaded>> = parts.iter().map(|_| HashMap::new()).collect();
+    let slot: HashMap<i32, usize> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.index, i))
+        .collect();
+    for (group, l) in replay_together(parts, count)? {
+        if let Some(&i) = slot.get(&records::partition_for(&group, count)) {
+            found[i].insert(group, l);
+        }
+    }
+    Ok(found)
+}
+
+/// Reads partitions `parts` (of `count`) of `__consumer_offsets` from their start to their
+/// high watermark.
+///
+/// A group's records are normally all in its own partition. If the topic was grown since they
+/// were written, older ones sit in another partition; then those are applied first and the
+/// group's own partition (where it writes now) last, so the newest state wins. Markers apply
+/// in both passes: each ends only the transactions of its own partition. A group's older
+/// records are found so only when this broker holds the partition they sit in (on one node,
+/// always).
+fn replay_together(
+    parts: &[Arc<Partition>],
+    count: i32,
+) -> anyhow::Result<HashMap<String, Loaded>> {
     let away = |e: &Entry| -> Option<bool> {
-        group_of(e).map(|g| records::partition_for(&g, n) != partition_of(e))
+        group_of(e).map(|g| records::partition_for(&g, count) != partition_of(e))
     };
     let mut replay = Replay::default();
-    let mut count = 0usize;
+    let mut records = 0usize;
     let mut moved = false;
-    replay_topic(&topic, |e| {
+    replay_each(parts, |e| {
         moved |= away(&e) == Some(true);
         replay.apply(e);
-        count += 1;
+        records += 1;
     })?;
     if moved {
         info!("{TOPIC}: groups with records outside their partition: replaying them first");
         replay = Replay::default();
-        replay_topic(&topic, |e| {
+        replay_each(parts, |e| {
             if away(&e) != Some(false) {
                 replay.apply(e)
             }
         })?;
-        replay_topic(&topic, |e| {
+        replay_each(parts, |e| {
             if away(&e) != Some(true) {
                 replay.apply(e)
             }
         })?;
     }
     let groups = replay.finish();
-    info!(
-        records = count,
-        groups = groups.len(),
-        "loaded group metadata and offsets"
-    );
-    Ok(groups)
-}
-
-/// The groups in one partition of `__consumer_offsets`, from its log start to its high
-/// watermark (a cluster node that became the partition's leader).
-pub fn load_partition(p: &Partition) -> anyhow::Result<HashMap<String, Loaded>> {
-    let mut replay = Replay::default();
-    let mut count = 0usize;
-    replay_partition(p, |e| {
-        replay.apply(e);
-        count += 1;
-    })?;
-    let groups = replay.finish();
     tracing::debug!(
-        partition = p.index,
-        records = count,
+        partitions = parts.len(),
+        records,
         groups = groups.len(),
-        "replayed {TOPIC}-{}",
-        p.index
+        "replayed {TOPIC}"
     );
     Ok(groups)
 }
 
-/// Calls `f` for every entry of `topic`, in offset order within each partition, partitions
-/// in index order.
-fn replay_topic(topic: &TopicInfo, mut f: impl FnMut(Entry)) -> anyhow::Result<()> {
-    for p in &topic.partitions {
+/// Calls `f` for every entry of `parts`, in offset order within each partition, partitions
+/// in the order given.
+fn replay_each(parts: &[Arc<Partition>], mut f: impl FnMut(Entry)) -> anyhow::Result<()> {
+    for p in parts {
         replay_partition(p, &mut f)?;
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::node::{NodeThread, Starting};
-use super::{DataDir, load_config};
+use super::{DataDir, LocalBroker, load_config};
 
 /// A single-node broker for tests, in this process: PLAINTEXT on an ephemeral port of
 /// 127.0.0.1, its data in a temporary directory. Dropping it stops it cleanly (the listener
@@ -84,6 +84,22 @@ impl Broker {
     pub fn stop(mut self) -> Result<()> {
         self.node.take().map_or(Ok(()), NodeThread::stop)
     }
+
+    /// Stops the broker abruptly: its tasks are dropped where they stand, its connections and
+    /// listeners close, nothing is flushed or closed beyond what it had done (the page cache
+    /// keeps what it wrote, as after `kill -9`). The directory is deleted unless it was given
+    /// to the builder.
+    pub fn kill(mut self) {
+        if let Some(node) = self.node.take() {
+            node.kill();
+        }
+    }
+
+    /// The broker itself (its partitions, coordinators and handlers' target), for tests of
+    /// Sluice's own internals; None once it has stopped.
+    pub fn broker(&self) -> Option<std::sync::Arc<crate::broker::Broker>> {
+        self.node.as_ref()?.broker()
+    }
 }
 
 impl Drop for Broker {
@@ -119,7 +135,23 @@ impl BrokerBuilder {
         Broker::started(starting.wait_async().await?, dir)
     }
 
+    /// Starts the broker on `runtime`, a current-thread runtime the caller drives
+    /// ([`LocalBroker`]), and drives it until it serves.
+    pub fn start_on(self, runtime: tokio::runtime::Runtime) -> Result<LocalBroker> {
+        let (settings, dir) = self.settings()?;
+        LocalBroker::start(runtime, &settings, dir)
+    }
+
     fn spawn(self) -> Result<(Starting, DataDir)> {
+        let (settings, dir) = self.settings()?;
+        Ok((
+            NodeThread::spawn(load_config(&settings)?, Default::default())?,
+            dir,
+        ))
+    }
+
+    /// The data dir and the settings: the defaults below, then the builder's properties.
+    fn settings(self) -> Result<(Vec<(String, String)>, DataDir)> {
         let dir = DataDir::new(self.dir)?;
         let mut settings = vec![
             (
@@ -135,10 +167,7 @@ impl BrokerBuilder {
             ),
         ];
         settings.extend(self.properties);
-        Ok((
-            NodeThread::spawn(load_config(&settings)?, Default::default())?,
-            dir,
-        ))
+        Ok((settings, dir))
     }
 }
 

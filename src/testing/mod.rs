@@ -2,10 +2,12 @@
 //! (combined controller and broker nodes, which a test can kill, restart and cut off from
 //! each other). They run the same start-up and shutdown as the `sluice` binary
 //! (`crate::run`), each node on a thread and a tokio runtime of its own, and listen on
-//! 127.0.0.1, so any Kafka client in any language can connect to them.
+//! 127.0.0.1, so any Kafka client in any language can connect to them. [`LocalBroker`] is
+//! one node on a runtime the caller drives, for harnesses that call the handlers directly.
 
 mod broker;
 mod cluster;
+mod local;
 mod node;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use anyhow::{Context, Result};
 
 pub use broker::{Broker, BrokerBuilder};
 pub use cluster::Cluster;
+pub use local::LocalBroker;
 
 use crate::config::BrokerConfig;
 

@@ -631,8 +631,11 @@ impl PartitionLoads for Coordinator {
         }
     }
 
-    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
-        super::store::load_partition(p)
+    fn replay(parts: &[Arc<Partition>], _count: i32) -> anyhow::Result<Vec<Self::Loaded>> {
+        parts
+            .iter()
+            .map(|p| super::store::load_partition(p))
+            .collect()
     }
 }
 

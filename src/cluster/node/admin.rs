@@ -437,3 +437,69 @@ mod leader_move_tests {
         assert!(leader_move(&alone, None, &all).is_err());
     }
 }
+
+#[cfg(test)]
+mod acl_tests {
+    use std::path::Path;
+
+    use crate::security::acl::changes::{binding_from_wire, filter_from_wire};
+    use crate::testing::LocalBroker;
+
+    /// A one-voter node on `dir` (kept when it stops), driven by the test.
+    fn start(dir: &Path) -> LocalBroker {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        crate::testing::Broker::builder()
+            .data_dir(dir)
+            .start_on(rt)
+            .unwrap()
+    }
+
+    #[test]
+    fn acls_are_kept_in_the_metadata_log_and_read_back_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let wire = |name: &str, pt: i8, principal: &str, host: &str| {
+            binding_from_wire((
+                2,
+                name.to_string(),
+                pt,
+                principal.to_string(),
+                host.to_string(),
+                3,
+                3,
+            ))
+        };
+        let creations = vec![
+            wire("orders", 3, "User:alice", "*"),
+            wire("in\tvoices", 4, "User:b\\ob", "10.0.0.1"),
+            wire("", 3, "User:alice", "*"),
+        ];
+        let node = start(dir.path());
+        let c = node.broker().cluster().unwrap().clone();
+        let results = node.block_on(c.create_acls(creations.clone())).unwrap();
+        assert!(results[0].is_ok() && results[1].is_ok() && results[2].is_err());
+        let before = node.broker().controller.acls.snapshot();
+        assert_eq!(before.len(), 2);
+        drop((c, node));
+
+        let node = start(dir.path());
+        assert_eq!(node.broker().controller.acls.snapshot(), before);
+        let c = node.broker().cluster().unwrap().clone();
+        let filter = filter_from_wire((2, None, 4, None, None, 1, 1));
+        let deleted = node.block_on(c.delete_acls(vec![filter])).unwrap();
+        assert_eq!(deleted[0].as_ref().unwrap().len(), 1);
+        drop((c, node));
+        let node = start(dir.path());
+        let left: Vec<_> = node
+            .broker()
+            .controller
+            .acls
+            .snapshot()
+            .iter()
+            .cloned()
+            .collect();
+        assert_eq!(left, vec![creations[0].clone().unwrap()]);
+    }
+}

@@ -376,7 +376,7 @@ impl crate::group::loader::PartitionLoads for ShareStates {
             .retain(|k| partition_for(k, count) != partition);
     }
 
-    fn replay(p: &Partition) -> anyhow::Result<Self::Loaded> {
-        replay_partition(p)
+    fn replay(parts: &[Arc<Partition>], _count: i32) -> anyhow::Result<Vec<Self::Loaded>> {
+        parts.iter().map(|p| replay_partition(p)).collect()
     }
 }
