@@ -1,8 +1,8 @@
 //! What IncrementalAlterConfigs and AlterConfigs share: turning a resource's requested
 //! operations into validated changes (the pure part, [`topic_changes`] and
-//! [`broker_changes`]), and applying them to a topic or to the dynamic broker configs (on one
-//! node through the controller, which persists and applies them at once; in a cluster through
-//! the active controller, answered once this broker has applied the metadata records).
+//! [`broker_changes`]), and applying them to a topic, a group or the dynamic broker configs
+//! through the metadata quorum's active controller, answered once this broker has applied the
+//! metadata records (one node is a one-voter quorum: the same path).
 //!
 //! Kafka's errors and messages: an empty topic name, a key named twice, a null value for
 //! SET/APPEND/SUBTRACT are INVALID_REQUEST; an unknown operation UNKNOWN_SERVER_ERROR; an
@@ -221,19 +221,14 @@ fn topic_failure(e: &TopicError, topic: &str) -> Failure {
 
 /// A topic's own configs now; `None` if it does not exist.
 pub fn topic_configs(b: &Broker, name: &str) -> Option<BTreeMap<String, String>> {
-    match b.cluster() {
-        Some(c) => {
-            let img = c.image();
-            img.topic(name)?;
-            Some(
-                img.configs
-                    .get(&ConfigResource::Topic(name.to_string()))
-                    .cloned()
-                    .unwrap_or_default(),
-            )
-        }
-        None => Some(b.controller.topic(name)?.configs.clone()),
-    }
+    let img = super::quorum(b).ok()?.image();
+    img.topic(name)?;
+    Some(
+        img.configs
+            .get(&ConfigResource::Topic(name.to_string()))
+            .cloned()
+            .unwrap_or_default(),
+    )
 }
 
 /// A topic or group resource must be named (`empty`: the refusal otherwise); then
@@ -262,13 +257,7 @@ pub async fn alter_topic(
     if validate_only || changes.is_empty() {
         return Ok(());
     }
-    let Some(c) = b.cluster() else {
-        return b
-            .controller
-            .alter_topic_configs(name, &changes)
-            .await
-            .map_err(|e| topic_failure(&e, name));
-    };
+    let c = super::quorum(b).map_err(|e| topic_failure(&e, name))?;
     let req = ControllerRequest::AlterTopicConfigs(
         changes
             .iter()
@@ -329,13 +318,7 @@ pub async fn alter_broker(
             super::errors::topic_error_message(&e),
         ),
     };
-    let Some(c) = b.cluster() else {
-        return b
-            .controller
-            .alter_broker_configs(broker, &changes)
-            .await
-            .map_err(failure);
-    };
+    let c = super::quorum(b).map_err(failure)?;
     let req = ControllerRequest::AlterBrokerConfigs(
         changes
             .iter()
@@ -396,13 +379,7 @@ pub async fn alter_group(
             super::errors::topic_error_message(&e),
         )
     };
-    let Some(c) = b.cluster() else {
-        return b
-            .controller
-            .set_group_configs(name, after)
-            .await
-            .map_err(failure);
-    };
+    let c = super::quorum(b).map_err(failure)?;
     let mut changes: Vec<(String, String, Option<String>)> = current
         .keys()
         .filter(|k| !after.contains_key(*k))

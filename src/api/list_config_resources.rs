@@ -70,31 +70,24 @@ pub fn list(types: &[i8], r: &Resources) -> Option<Vec<(String, i8)>> {
 
 fn resources(b: &Broker) -> Resources {
     let groups = b.controller.group_configs.groups();
-    if let Some(c) = b.cluster() {
-        let img = c.image();
-        let mut topics: Vec<String> = img.topic_ids.keys().map(|t| t.to_string()).collect();
-        topics.sort();
+    let Ok(c) = super::quorum(b) else {
         return Resources {
             groups,
-            brokers: img
-                .brokers
-                .values()
-                .filter(|s| !s.fenced)
-                .map(|s| s.registration.broker_id)
-                .collect(),
-            topics,
+            brokers: Vec::new(),
+            topics: Vec::new(),
         };
-    }
-    let mut topics: Vec<String> = b
-        .controller
-        .topics()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    };
+    let img = c.image();
+    let mut topics: Vec<String> = img.topic_ids.keys().map(|t| t.to_string()).collect();
     topics.sort();
     Resources {
         groups,
-        brokers: vec![b.node_id()],
+        brokers: img
+            .brokers
+            .values()
+            .filter(|s| !s.fenced)
+            .map(|s| s.registration.broker_id)
+            .collect(),
         topics,
     }
 }
