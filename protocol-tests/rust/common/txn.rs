@@ -53,6 +53,11 @@ pub fn retrying<T>(retriable: &[i16], f: impl FnMut() -> (i16, T)) -> (i16, T) {
 /// InitProducerId, retried while the coordinator is busy, loading or not yet serving (a
 /// new leader of the id's partition that has not begun to load it).
 pub fn init_retrying(c: &mut Client, id: &str, timeout_ms: i32) -> (i64, i16) {
+    init_retrying_at(c, id, timeout_ms, 4)
+}
+
+/// [`init_retrying`] at InitProducerId `version`.
+pub fn init_retrying_at(c: &mut Client, id: &str, timeout_ms: i32, version: i16) -> (i64, i16) {
     let busy = [
         E::ConcurrentTransactions.code(),
         E::CoordinatorLoadInProgress.code(),
@@ -60,7 +65,7 @@ pub fn init_retrying(c: &mut Client, id: &str, timeout_ms: i32) -> (i64, i16) {
         E::NotCoordinator.code(),
     ];
     let (code, (pid, epoch)) = retrying(&busy, || {
-        let (code, pid, epoch) = init(c, id, timeout_ms, 4);
+        let (code, pid, epoch) = init(c, id, timeout_ms, version);
         (code, (pid, epoch))
     });
     assert_eq!(code, 0, "InitProducerId of {id}");
