@@ -14,7 +14,7 @@ Every wait is bounded; a failure prints "error: ..." and exits 1.
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
@@ -78,6 +78,10 @@ def placed(bootstrap, name, brokers):
         print("created " + n, flush=True)
 
 
+COORDINATOR_BUSY = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
 def coordinators(bootstrap, groups):
     """Right after a cluster starts, the coordinators of __consumer_offsets may still be loading
     (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR): a group is asked again, as a client retries
@@ -90,7 +94,10 @@ def coordinators(bootstrap, groups):
                 found = a.describe_consumer_groups([g], request_timeout=T)[g].result(T)
                 break
             except KafkaException as e:
-                if not e.args[0].retriable() or time.time() > deadline:
+                # librdkafka does not flag NOT_COORDINATOR from ConsumerGroupDescribe as
+                # retriable; its consumer finds the coordinator again and retries it.
+                busy = e.args[0].retriable() or e.args[0].code() in COORDINATOR_BUSY
+                if not busy or time.time() > deadline:
                     raise
                 time.sleep(0.5)
         print("%s %d" % (g, found.coordinator.id), flush=True)
