@@ -4,6 +4,8 @@
 //! kill -9 and a restart; a value other than `file` or `raft` stops start-up naming the key.
 
 mod common;
+#[path = "one_voter/old_format.rs"]
+mod old_format;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -140,6 +142,18 @@ fn topic_names(c: &mut Client) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The number of partitions of `topic` (Metadata v12).
+fn partition_count(c: &mut Client, topic: &str) -> i32 {
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let resp: MetadataResponse = c.call(ApiKey::Metadata, 12, &all);
+    let t = resp
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic));
+    t.map_or(0, |t| t.partitions.len() as i32)
 }
 
 /// What the broker must hold: topics, configs, ACLs, SCRAM users and records.
@@ -317,91 +331,51 @@ fn topic_ids(c: &mut Client) -> Vec<(String, String)> {
 
 #[test]
 fn a_single_nodes_metadata_file_is_carried_into_the_quorum_on_upgrade() {
-    const FILE: &str = "sluice.metadata.quorum=file";
-    // The fixture: a data dir written by a single node keeping its metadata in sluice-metadata.
-    let mut b = TestBroker::start(&[FILE, AUTHORIZER[0], AUTHORIZER[1]]);
+    use old_format::{COMMITTED, NEXT_PRODUCER_ID_BLOCK, RECORDS, TXN};
+    // The fixture: a data dir a single node of an earlier release left after a clean stop.
+    let mut b = TestBroker::start_on(old_format::write, &[RAFT, AUTHORIZER[0], AUTHORIZER[1]]);
     let mut c = b.connect();
-    for (name, configs) in [
-        (
-            "kept",
-            &[("retention.ms", "123456789"), ("segment.ms", "7200000")][..],
-        ),
-        ("other", &[][..]),
-    ] {
-        let r: CreateTopicsResponse = c.call(
-            ApiKey::CreateTopics,
-            7,
-            &create_topic_request(name, 2, 1, configs),
-        );
-        assert_eq!(r.topics[0].error_code, 0, "create {name}");
-    }
-    allow_alice_to_read_kept(&mut c);
-    upsert_alice(&mut c, 2, 4096); // SCRAM-SHA-512
-    {
-        use alter_client_quotas_request::{EntityData, EntryData, OpData};
-        let mut ent = EntityData::default();
-        ent.entity_type = s("user");
-        ent.entity_name = Some(s("alice"));
-        let mut op = OpData::default();
-        op.key = s("producer_byte_rate");
-        op.value = 1024.0;
-        let mut entry = EntryData::default();
-        entry.entity = vec![ent];
-        entry.ops = vec![op];
-        let mut r = AlterClientQuotasRequest::default();
-        r.entries = vec![entry];
-        let resp: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &r);
-        assert_eq!(resp.entries[0].error_code, 0, "alter client quotas");
-    }
-    for v in [&b"one"[..], b"two", b"three"] {
-        let p = produce_one(&mut c, "kept", 0, record_batch(&[v], 1_700_000_000_000));
-        assert_eq!(p.error_code, 0, "produce");
-    }
-    {
-        use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
-        let mut p = OffsetCommitRequestPartition::default();
-        p.partition_index = 0;
-        p.committed_offset = 2;
-        let mut t = OffsetCommitRequestTopic::default();
-        t.name = s("kept").into();
-        t.partitions = vec![p];
-        let mut r = OffsetCommitRequest::default();
-        r.group_id = s("readers").into();
-        r.generation_id_or_member_epoch = -1;
-        r.topics = vec![t];
-        let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &r);
-        assert_eq!(resp.topics[0].partitions[0].error_code, 0, "offset commit");
-    }
-    let pid_before = new_producer_id(&mut c);
-    let before = held(&mut c);
-    let ids_before = topic_ids(&mut c);
-    let quotas_before = quotas(&mut c);
-    assert_eq!(before.0, ["__consumer_offsets", "kept", "other"]);
-    assert_eq!(before.3.len(), 1);
-    assert_eq!(before.4, [("alice".to_string(), vec![(2, 4096)])]);
-    assert_eq!(before.5.len(), 3);
-    assert_eq!(quotas_before.len(), 1, "{quotas_before:?}");
-    assert_eq!(committed(&mut c, "readers", "kept"), 2);
-    drop(c);
-    assert_eq!(b.terminate(), Some(0), "clean stop of the file-mode node");
-    assert!(b.data_dir().join("sluice-metadata").is_file());
 
-    // The same dir under the one-voter quorum.
-    b.set_extra(&[RAFT, AUTHORIZER[0], AUTHORIZER[1]]);
-    b.launch();
-    let mut c = b.connect();
-    assert_eq!(held(&mut c), before, "after the upgrade");
-    assert_eq!(topic_ids(&mut c), ids_before, "topic ids kept");
-    assert_eq!(quotas(&mut c), quotas_before, "client quotas kept");
+    let mut ids: Vec<(String, String)> = old_format::topics()
+        .into_iter()
+        .map(|(name, id, ..)| (name.to_string(), id.to_string()))
+        .collect();
+    ids.sort();
+    assert_eq!(topic_ids(&mut c), ids, "every topic, with its id");
+    for (name, _, parts, configs) in old_format::topics() {
+        assert_eq!(partition_count(&mut c, name), parts, "{name}'s partitions");
+        for (k, v) in configs {
+            assert_eq!(topic_config(&mut c, name, k).as_deref(), Some(v), "{name} {k}");
+        }
+    }
+    let before = held(&mut c);
     assert_eq!(
-        committed(&mut c, "readers", "kept"),
-        2,
-        "committed offset kept"
+        before.3,
+        [("kept".to_string(), "User:alice".to_string(), 3, 3)],
+        "the ACL"
     );
-    let pid_after = new_producer_id(&mut c);
+    assert_eq!(before.4, [("alice".to_string(), vec![(2, 4096)])], "SCRAM");
+    let values: Vec<&[u8]> = before.5.iter().map(|(_, v)| v.as_slice()).collect();
+    assert_eq!(values, RECORDS, "kept-0's records");
+    let q = quotas(&mut c);
     assert!(
-        pid_after > pid_before,
-        "producer ids resume above {pid_before}, got {pid_after}"
+        matches!(q.as_slice(), [(entity, key, value)]
+            if entity.starts_with("user=") && entity.contains("alice")
+                && key == "producer_byte_rate" && value == "1024"),
+        "the client quota: {q:?}"
+    );
+    let (group, topic, offset) = COMMITTED;
+    assert_eq!(committed(&mut c, group, topic), offset, "committed offset");
+    let (txn, pid, epoch) = TXN;
+    assert_eq!(
+        common::txn::init_retrying(&mut c, txn, 60_000),
+        (pid, epoch + 1),
+        "the transactional id's producer, fenced up one epoch"
+    );
+    let fresh = new_producer_id(&mut c);
+    assert!(
+        fresh >= NEXT_PRODUCER_ID_BLOCK,
+        "producer ids resume at or above {NEXT_PRODUCER_ID_BLOCK}, got {fresh}"
     );
     produce_fourth(&mut c, "produce after upgrade");
     assert!(!b.data_dir().join("sluice-metadata").exists());
@@ -413,9 +387,10 @@ fn a_single_nodes_metadata_file_is_carried_into_the_quorum_on_upgrade() {
     b.kill9();
     b.launch();
     let mut c = b.connect();
-    assert_eq!(topic_ids(&mut c), ids_before, "topic ids after kill -9");
+    assert_eq!(topic_ids(&mut c), ids, "topic ids after kill -9");
     assert_eq!(held(&mut c).3, before.3, "ACLs after kill -9");
     assert_eq!(read_all(&mut c, "kept").expect("read kept").len(), 4);
+    assert_eq!(committed(&mut c, group, topic), offset, "committed offset after kill -9");
     assert_eq!(
         b.log().matches("into the metadata log").count(),
         1,

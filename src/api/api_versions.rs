@@ -63,12 +63,12 @@ fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
             resp.supported_features.push(f);
         }
     }
-    let (levels, epoch) = match b.cluster() {
-        Some(c) => {
+    let (levels, epoch) = match super::quorum(b) {
+        Ok(c) => {
             let img = c.image();
             (img.feature_levels(), img.offset as i64)
         }
-        None => b.controller.feature_levels(),
+        Err(_) => (Default::default(), -1),
     };
     for (name, level) in levels {
         let mut f = FinalizedFeatureKey::default();

@@ -5,10 +5,10 @@
 //! none; an unknown feature, a level outside what Sluice supports, a downgrade without a
 //! downgrade type, an upgrade with one, or an unknown upgrade type is INVALID_UPDATE_VERSION
 //! with Kafka's message behind "The update failed for all features since the following feature
-//! had an error: ". `validate_only` decides and records nothing. On one node the levels are
-//! written to `sluice-metadata`; in a cluster they are a Config record (the Features resource)
-//! through the active controller, answered once this broker has applied it. ApiVersions shows
-//! the new finalized levels with a higher epoch.
+//! had an error: ". `validate_only` decides and records nothing. The levels are a Config record
+//! (the Features resource) through the metadata quorum's active controller (one node is a
+//! one-voter quorum), answered once this broker has applied it. ApiVersions shows the new
+//! finalized levels with a higher epoch.
 //!
 //! Without ALTER on the cluster nothing changes: CLUSTER_AUTHORIZATION_FAILED.
 //!
@@ -26,7 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
-use crate::cluster::features::{self, FeatureUpdate, SAFE_DOWNGRADE, UPGRADE};
+use crate::cluster::features::{FeatureUpdate, SAFE_DOWNGRADE, UPGRADE};
 use crate::cluster::node::requests::{ControllerReply, ControllerRequest};
 use crate::net::response::Response;
 
@@ -77,19 +77,12 @@ enum Failure {
 
 /// Decides and records the updates.
 async fn update(b: &Broker, ups: Vec<FeatureUpdate>, validate_only: bool) -> Result<(), Failure> {
-    let Some(c) = b.cluster() else {
-        let (current, _) = b.controller.feature_levels();
-        let levels = features::decide(&current, &ups, b.node_id()).map_err(Failure::Refused)?;
-        if validate_only {
-            return Ok(());
-        }
-        return b.controller.set_feature_levels(&levels).await.map_err(|e| {
-            Failure::Failed(
-                ResponseError::UnknownServerError.code(),
-                super::errors::topic_error_message(&e).unwrap_or_default(),
-            )
-        });
-    };
+    let c = super::quorum(b).map_err(|e| {
+        Failure::Failed(
+            super::errors::topic_error_code(&e),
+            super::errors::topic_error_message(&e).unwrap_or_default(),
+        )
+    })?;
     let req = ControllerRequest::UpdateFeatures {
         updates: ups
             .iter()

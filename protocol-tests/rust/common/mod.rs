@@ -11,7 +11,7 @@ pub mod txn;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,12 @@ pub fn free_port() -> u16 {
 
 impl TestBroker {
     pub fn start(extra: &[&str]) -> TestBroker {
+        TestBroker::start_on(|_| {}, extra)
+    }
+
+    /// [`start`](Self::start) on a data dir `fill` writes first (a fixture in an earlier
+    /// release's format).
+    pub fn start_on(fill: impl FnOnce(&Path), extra: &[&str]) -> TestBroker {
         let mut b = TestBroker {
             port: free_port(),
             dir: tempfile::tempdir().unwrap(),
@@ -62,6 +68,7 @@ impl TestBroker {
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
+        fill(b.dir.path());
         b.launch();
         b
     }
