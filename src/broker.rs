@@ -15,15 +15,12 @@ use crate::cluster::node::{ClusterNode, Reconciled, ReplicaHost};
 use crate::cluster::{Controller, Partition, TopicError, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
-use crate::producer::ProducerIdManager;
 
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Controller,
     /// This node's advertised listeners, each with the host clients get.
     pub advertised: Vec<crate::config::Listener>,
-    /// Producer id allocation (InitProducerId).
-    pub producer_ids: ProducerIdManager,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
     pub groups: Arc<Coordinator>,
     /// The transaction coordinator; it persists through `__transaction_state`.
@@ -39,7 +36,8 @@ pub struct Broker {
     pub peers: crate::txn::peers::Peers,
     /// How this broker connects to the other brokers (the inter-broker listener's security).
     pub inter_broker: crate::net::client::InterBroker,
-    /// Set in a replicated cluster (`process.roles`): the quorum and this broker's part in it.
+    /// The metadata quorum (one voter on a single node) and this broker's part in the
+    /// cluster; set by `run` before any listener accepts (`Broker::node`).
     pub cluster: OnceLock<Arc<ClusterNode>>,
     /// The log cleaner (compacted topics), its threads started by `spawn_background`.
     pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
@@ -58,7 +56,7 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Opens the log dirs. In a cluster, `cluster_id` is the id the metadata quorum agreed on.
+    /// Opens the log dirs; `cluster_id` is the id the metadata quorum agreed on.
     pub fn open(config: BrokerConfig, cluster_id: Option<&str>) -> Result<Arc<Broker>> {
         let locks = crate::log::lock_dirs(&config.log_dirs)?;
         Broker::open_gated(config, cluster_id, Default::default(), locks)
@@ -79,7 +77,6 @@ impl Broker {
         inter_broker.gate = gate;
         let controller = Controller::open_locked(config.clone(), cluster_id, dir_locks)?;
         let advertised = config.advertised_endpoints();
-        let producer_ids = ProducerIdManager::open(&config.log_dirs[0])?;
         let mut group_config = GroupConfig::from_broker(&config);
         group_config.consumer.per_group = controller.group_configs.clone();
         let txn_config = crate::txn::TxnConfig::from_broker(&config);
@@ -92,7 +89,6 @@ impl Broker {
         if old_state_file.exists() {
             std::fs::remove_file(&old_state_file)?;
         }
-        let clustered = config.cluster.is_some();
         let metrics = Arc::new(crate::metrics::Metrics::new(
             config.listeners.iter().map(|l| l.name.clone()),
         ));
@@ -116,7 +112,6 @@ impl Broker {
             let share_states = Arc::new(crate::share::state::ShareStates::new(
                 share_state_config,
                 internal_topics.clone(),
-                clustered,
             ));
             let peers = crate::txn::peers::Peers::new(
                 config.node_id,
@@ -144,12 +139,7 @@ impl Broker {
                 config,
                 controller,
                 advertised,
-                producer_ids,
-                groups: if clustered {
-                    Coordinator::clustered(group_config, log)
-                } else {
-                    Coordinator::new(group_config, log)
-                },
+                groups: Coordinator::clustered(group_config, log),
                 txns: crate::txn::Coordinator::new(
                     txn_config,
                     Arc::new(crate::txn::store::TopicLog::new(internal_topics.clone())),
@@ -177,20 +167,6 @@ impl Broker {
                 .map(|b| crate::api::consumer_group_heartbeat::topics(&b))
                 .unwrap_or_default()
         }));
-        // On one node, groups and offsets are loaded before anything is served. In a cluster
-        // each `__consumer_offsets` partition is loaded when this broker becomes its leader.
-        if !clustered {
-            broker
-                .groups
-                .install(crate::group::replay::load(&broker.controller)?);
-            if let Some(t) = broker.controller.topic(crate::txn::store::TOPIC) {
-                crate::txn::loader::load_all(&broker.txns, &t)?;
-            }
-            broker
-                .share_states
-                .install(crate::share::state::load(&broker.controller)?);
-            broker.share.restore();
-        }
         Ok(broker)
     }
 
@@ -201,20 +177,23 @@ impl Broker {
         crate::cluster::node::replicas::addresses(&img, &c.config.inter_broker_listener).remove(&id)
     }
 
-    /// Makes the transaction coordinator able to answer (`txn::ensure_ready`).
+    /// Makes `__transaction_state` exist (`txn::ensure_ready`).
     pub async fn txn_ready(&self) -> Result<(), i16> {
-        crate::txn::ensure_ready(
-            &self.txns,
-            &*self.internal_topics,
-            &self.config.txn,
-            self.cluster().is_none(),
-        )
-        .await
+        crate::txn::ensure_ready(&*self.internal_topics, &self.config.txn).await
     }
 
-    /// The cluster node, in a replicated cluster.
+    /// The cluster node, once started (`run` starts it before any listener accepts).
     pub fn cluster(&self) -> Option<&Arc<ClusterNode>> {
         self.cluster.get()
+    }
+
+    /// This node's side of the cluster: the metadata quorum (on a single node a quorum of one
+    /// voter), its image, the controller and replication. Every metadata request goes through
+    /// it. Set before any listener accepts a connection, so a handler always finds it.
+    pub fn node(&self) -> &Arc<ClusterNode> {
+        self.cluster
+            .get()
+            .expect("the cluster node starts before the listeners")
     }
 
     pub fn node_id(&self) -> i32 {
@@ -258,14 +237,10 @@ impl Broker {
             .is_none_or(|a| a.authorize(principal, host, op, rt, name))
     }
 
-    /// A producer id never handed out before: from the controller's blocks in a cluster (so
-    /// ids are unique across it), from this broker's own blocks on one node.
+    /// A producer id never handed out before, from the controller's blocks (so ids are
+    /// unique across the cluster).
     pub async fn allocate_producer_id(self: &Arc<Self>) -> Result<i64> {
-        if let Some(c) = self.cluster() {
-            return c.allocate_producer_id().await;
-        }
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || me.producer_ids.allocate()).await?
+        self.node().allocate_producer_id().await
     }
 
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
@@ -348,32 +323,20 @@ impl InternalTopics for BrokerTopics {
             if let Some(topic) = b.controller.topic(t.name) {
                 return Ok(topic);
             }
-            let created = match b.cluster() {
-                Some(c) => {
-                    let create = crate::cluster::control::active::CreateTopic {
-                        name: t.name.to_string(),
-                        num_partitions: t.num_partitions,
-                        replication_factor: t.replication_factor,
-                        assignments: None,
-                        configs: t.configs,
-                    };
-                    c.create_topics(vec![create], false)
-                        .await
-                        .pop()
-                        .unwrap_or(Err(TopicError::UnknownTopic))
-                        .map(|_| ())
-                }
-                None => b
-                    .controller
-                    .create_topic(crate::cluster::controller::NewTopic {
-                        name: t.name.to_string(),
-                        num_partitions: t.num_partitions,
-                        replication_factor: 1,
-                        configs: t.configs,
-                    })
-                    .await
-                    .map(|_| ()),
+            let create = crate::cluster::control::active::CreateTopic {
+                name: t.name.to_string(),
+                num_partitions: t.num_partitions,
+                replication_factor: t.replication_factor,
+                assignments: None,
+                configs: t.configs,
             };
+            let created = b
+                .node()
+                .create_topics(vec![create], false)
+                .await
+                .pop()
+                .unwrap_or(Err(TopicError::UnknownTopic))
+                .map(|_| ());
             match created {
                 Ok(()) | Err(TopicError::AlreadyExists(_)) => {}
                 Err(e) => info!("cannot create {} yet: {e:?}", t.name),

@@ -1,7 +1,8 @@
-//! A single node with `sluice.metadata.quorum=raft`: the broker runs the cluster's Raft
-//! quorum and controller with itself as the only voter. Topics, topic configs, ACLs and SCRAM
-//! users made through real requests, and produced records, are all there again after a
-//! kill -9 and a restart; a value other than `file` or `raft` stops start-up naming the key.
+//! A single node runs the cluster's Raft quorum and controller with itself as the only voter.
+//! Topics, topic configs, ACLs and SCRAM users made through real requests, and produced
+//! records, are all there again after a kill -9 and a restart; a data dir an earlier release's
+//! single node wrote (its `sluice-metadata`) is imported whole; a `sluice.metadata.quorum`
+//! other than `raft` stops start-up naming the key.
 
 mod common;
 #[path = "one_voter/old_format.rs"]
@@ -244,21 +245,24 @@ fn metadata_made_through_requests_survives_kill9_and_restart() {
 }
 
 #[test]
-fn an_unknown_metadata_quorum_value_is_refused_naming_the_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["--override", "sluice.metadata.quorum=zookeeper"])
-        .args(["--override", &format!("log.dirs={}", dir.path().display())])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sluice");
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("sluice.metadata.quorum") && err.contains("zookeeper"),
-        "{err}"
-    );
-    assert!(!Path::new(&dir.path().join("meta.properties")).exists());
+fn a_metadata_quorum_other_than_raft_is_refused_naming_the_key() {
+    // `file` was an earlier release's single-node mode; its data dirs are imported instead.
+    for value in ["zookeeper", "file"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["--override", &format!("sluice.metadata.quorum={value}")])
+            .args(["--override", &format!("log.dirs={}", dir.path().display())])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sluice");
+        assert_eq!(out.status.code(), Some(1), "{value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("sluice.metadata.quorum") && err.contains(value),
+            "{err}"
+        );
+        assert!(!Path::new(&dir.path().join("meta.properties")).exists());
+    }
 }
 
 /// The group's committed offset of `topic`-0 (OffsetFetch v8).

@@ -45,20 +45,17 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         .or_else(|| ctx.group_error(&b, Op::Read, &req.group_id));
     let mut code = match refusal {
         Some(code) => code,
-        None => match b.txn_ready().await {
-            Err(code) if b.cluster().is_none() => code,
-            _ => {
-                b.txns
-                    .add_partitions(
-                        &req.transactional_id.0,
-                        req.producer_id.0,
-                        req.producer_epoch,
-                        &parts,
-                        0,
-                    )
-                    .await
-            }
-        },
+        None => {
+            b.txns
+                .add_partitions(
+                    &req.transactional_id.0,
+                    req.producer_id.0,
+                    req.producer_epoch,
+                    &parts,
+                    0,
+                )
+                .await
+        }
     };
     if ctx.version < 2 && code == E::ProducerFenced.code() {
         code = E::InvalidProducerEpoch.code();

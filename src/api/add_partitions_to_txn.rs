@@ -102,11 +102,6 @@ async fn one(
             })
             .collect();
     }
-    if b.cluster().is_none()
-        && let Err(code) = b.txn_ready().await
-    {
-        return parts.into_iter().map(|tp| (tp, code)).collect();
-    }
     if verify_only {
         return b.txns.verify(id, producer_id, producer_epoch, &parts);
     }

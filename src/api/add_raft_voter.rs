@@ -77,13 +77,7 @@ pub(super) fn cluster_for_change<'b>(
             format!("{what} voter request didn't include a valid voter"),
         ));
     }
-    b.cluster().map(|c| &**c).ok_or_else(|| {
-        let verb = if what == "Add" { "adding" } else { "removing" };
-        (
-            ResponseError::UnsupportedVersion,
-            format!("Cluster doesn't support {verb} voter because the kraft.version feature is 0"),
-        )
-    })
+    Ok(b.node())
 }
 
 /// Sends `change` to the active controller and maps its answer to Kafka's error.

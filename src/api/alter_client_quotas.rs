@@ -42,13 +42,7 @@ async fn apply(b: &Broker, changes: Changes) -> Result<(), (i16, String)> {
             super::errors::topic_error_message(&e).unwrap_or_default(),
         )
     };
-    let Some(c) = b.cluster() else {
-        return b
-            .controller
-            .alter_client_quotas(changes)
-            .await
-            .map_err(failure);
-    };
+    let c = b.node();
     let items: Vec<_> = changes
         .iter()
         .flat_map(|(e, set)| {

@@ -94,21 +94,6 @@ struct Item {
     target: Option<Vec<i32>>,
 }
 
-fn single_node(b: &Broker, item: &Item, allow_factor_change: bool) -> Result<(), Failure> {
-    let Some(t) = b.controller.topic(&item.topic) else {
-        return Err(unknown_topic(&item.topic));
-    };
-    if !t.has_partition(item.partition) {
-        return Err(unknown_partition(&item.topic, item.partition));
-    }
-    let Some(target) = &item.target else {
-        return Err(none_in_progress());
-    };
-    let me = b.node_id();
-    reassignment::validate_target(target, &|r| r == me).map_err(invalid_assignment)?;
-    factor_change(1, target, allow_factor_change)
-}
-
 /// What the image says before the controller is asked: unknown partitions and factor
 /// changes are refused here, with Kafka's messages.
 fn precheck(img: &MetadataImage, item: &Item, allow_factor_change: bool) -> Result<(), Failure> {
@@ -236,14 +221,13 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         })
         .collect();
     let refused = ctx.cluster_error(&b, super::authz::Op::Alter);
-    let results = match b.cluster() {
-        _ if refused.is_some() => {
+    let results = match refused {
+        Some(code) => {
             let msg = super::authz::CLUSTER_DENIED_MESSAGE.to_string();
-            let failure: Failure = (refused.unwrap_or_default(), Some(msg));
+            let failure: Failure = (code, Some(msg));
             items.iter().map(|_| Err(failure.clone())).collect()
         }
-        Some(c) => cluster(c, &items, allow).await,
-        None => items.iter().map(|i| single_node(&b, i, allow)).collect(),
+        None => cluster(b.node(), &items, allow).await,
     };
     let mut resp = AlterPartitionReassignmentsResponse::default();
     resp.error_message = None;

@@ -58,9 +58,9 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         })
         .collect();
     let refused = ctx.cluster_error(&b, super::authz::Op::Alter);
-    let results: Vec<UserResult> = match b.cluster() {
+    let results: Vec<UserResult> = match refused {
         // Kafka's error response: each user named once, sorted.
-        _ if refused.is_some() => deletions
+        Some(code) => deletions
             .iter()
             .map(|d| d.user.clone())
             .chain(upsertions.iter().map(|u| u.user.clone()))
@@ -68,17 +68,16 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             .into_iter()
             .map(|u| {
                 let msg = super::authz::CLUSTER_DENIED_MESSAGE.to_string();
-                (u, refused.unwrap_or_default(), Some(msg))
+                (u, code, Some(msg))
             })
             .collect(),
-        None => b.controller.alter_scram(&deletions, &upsertions).await,
-        Some(c) => {
+        None => {
             let users: Vec<String> = deletions
                 .iter()
                 .map(|d| d.user.clone())
                 .chain(upsertions.iter().map(|u| u.user.clone()))
                 .collect();
-            match c.alter_scram(deletions, upsertions).await {
+            match b.node().alter_scram(deletions, upsertions).await {
                 Ok(r) => r,
                 Err(e) => {
                     let (code, msg) = (

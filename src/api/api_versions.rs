@@ -63,13 +63,8 @@ fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
             resp.supported_features.push(f);
         }
     }
-    let (levels, epoch) = match super::quorum(b) {
-        Ok(c) => {
-            let img = c.image();
-            (img.feature_levels(), img.offset as i64)
-        }
-        Err(_) => (Default::default(), -1),
-    };
+    let img = b.node().image();
+    let (levels, epoch) = (img.feature_levels(), img.offset as i64);
     for (name, level) in levels {
         let mut f = FinalizedFeatureKey::default();
         f.name = StrBytes::from_string(name);

@@ -221,7 +221,7 @@ fn topic_failure(e: &TopicError, topic: &str) -> Failure {
 
 /// A topic's own configs now; `None` if it does not exist.
 pub fn topic_configs(b: &Broker, name: &str) -> Option<BTreeMap<String, String>> {
-    let img = super::quorum(b).ok()?.image();
+    let img = b.node().image();
     img.topic(name)?;
     Some(
         img.configs
@@ -257,7 +257,7 @@ pub async fn alter_topic(
     if validate_only || changes.is_empty() {
         return Ok(());
     }
-    let c = super::quorum(b).map_err(|e| topic_failure(&e, name))?;
+    let c = b.node();
     let req = ControllerRequest::AlterTopicConfigs(
         changes
             .iter()
@@ -318,7 +318,7 @@ pub async fn alter_broker(
             super::errors::topic_error_message(&e),
         ),
     };
-    let c = super::quorum(b).map_err(failure)?;
+    let c = b.node();
     let req = ControllerRequest::AlterBrokerConfigs(
         changes
             .iter()
@@ -379,7 +379,7 @@ pub async fn alter_group(
             super::errors::topic_error_message(&e),
         )
     };
-    let c = super::quorum(b).map_err(failure)?;
+    let c = b.node();
     let mut changes: Vec<(String, String, Option<String>)> = current
         .keys()
         .filter(|k| !after.contains_key(*k))

@@ -55,13 +55,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 })
                 .collect();
             let n = creations.len();
-            match b.cluster() {
-                None => b.controller.create_acls(&creations).await,
-                Some(c) => c
-                    .create_acls(creations)
-                    .await
-                    .unwrap_or_else(|e| vec![Err(controller_error(&e)); n]),
-            }
+            b.node()
+                .create_acls(creations)
+                .await
+                .unwrap_or_else(|e| vec![Err(controller_error(&e)); n])
         }
     };
     let mut resp = CreateAclsResponse::default();

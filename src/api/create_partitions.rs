@@ -112,19 +112,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 .collect()
         });
         let name = t.name.0.as_str();
-        let done = if let Some(c) = b.cluster() {
-            c.create_partitions(name, t.count, assignments.clone(), req.validate_only)
-                .await
-        } else if req.validate_only {
-            b.controller
-                .validate_partition_increase(name, t.count, assignments.as_deref())
-                .map(|_| ())
-        } else {
-            b.controller
-                .create_partitions(name, t.count, assignments.as_deref())
-                .await
-                .map(|_| ())
-        };
+        let done = b
+            .node()
+            .create_partitions(name, t.count, assignments, req.validate_only)
+            .await;
         resp.results.push(match done {
             Ok(()) => result(&t.name, 0, None),
             Err(e) => error(&t.name, &e),

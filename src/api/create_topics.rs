@@ -21,7 +21,6 @@ use kafka_protocol::protocol::StrBytes;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::cluster::TopicError;
-use crate::cluster::controller::NewTopic;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
@@ -130,15 +129,6 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                             "Unexpected partition indices in replica assignment".into(),
                         ));
                     }
-                    // A cluster's controller checks the brokers named.
-                    if b.cluster().is_none()
-                        && (a.broker_ids.iter().any(|id| id.0 != b.node_id())
-                            || a.broker_ids.is_empty())
-                    {
-                        return Err(TopicError::InvalidReplicationFactor(
-                            "Replica assignment names brokers that are not registered".into(),
-                        ));
-                    }
                 }
                 (
                     t.assignments.len() as i32,
@@ -162,39 +152,22 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         })();
         let result = match request {
             Ok((partitions, rf, configs)) => {
-                let nt = NewTopic {
+                let assignments = (!t.assignments.is_empty()).then(|| {
+                    t.assignments
+                        .iter()
+                        .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
+                        .collect()
+                });
+                let ct = CreateTopic {
                     name: name.clone(),
                     num_partitions: partitions,
                     replication_factor: rf,
+                    assignments,
                     configs: configs.clone(),
                 };
-                if let Some(c) = b.cluster() {
-                    let assignments = (!t.assignments.is_empty()).then(|| {
-                        t.assignments
-                            .iter()
-                            .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
-                            .collect()
-                    });
-                    let ct = CreateTopic {
-                        name: nt.name,
-                        num_partitions: nt.num_partitions,
-                        replication_factor: nt.replication_factor,
-                        assignments,
-                        configs: nt.configs,
-                    };
-                    match c.create_topics(vec![ct], req.validate_only).await.pop() {
-                        Some(r) => r.map(|id| (id, partitions, rf, configs)),
-                        None => Err(TopicError::UnknownTopic),
-                    }
-                } else if req.validate_only {
-                    b.controller
-                        .validate_new_topic(&nt)
-                        .map(|_| (uuid::Uuid::nil(), partitions, rf, configs))
-                } else {
-                    b.controller
-                        .create_topic(nt)
-                        .await
-                        .map(|t| (t.id, partitions, rf, configs))
+                match b.node().create_topics(vec![ct], req.validate_only).await.pop() {
+                    Some(r) => r.map(|id| (id, partitions, rf, configs)),
+                    None => Err(TopicError::UnknownTopic),
                 }
             }
             Err(e) => Err(e),

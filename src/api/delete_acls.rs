@@ -57,13 +57,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     })
                     .collect();
                 let n = filters.len();
-                match b.cluster() {
-                    None => b.controller.delete_acls(&filters).await,
-                    Some(c) => c
-                        .delete_acls(filters)
-                        .await
-                        .unwrap_or_else(|e| vec![Err(super::create_acls::controller_error(&e)); n]),
-                }
+                b.node()
+                    .delete_acls(filters)
+                    .await
+                    .unwrap_or_else(|e| vec![Err(super::create_acls::controller_error(&e)); n])
             }
         };
     let mut resp = DeleteAclsResponse::default();

@@ -94,10 +94,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     r.topic_id = t.id;
                     r.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
                 }
-                let deleted = match b.cluster() {
-                    Some(c) => c.delete_topic(&t.name).await,
-                    None => b.controller.delete_topic(&t.name).await.map(|_| ()),
-                };
+                let deleted = b.node().delete_topic(&t.name).await;
                 if let Err(e) = deleted {
                     r.error_code = super::errors::topic_error_code(&e);
                     if v >= 5 {

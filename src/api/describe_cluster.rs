@@ -70,16 +70,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         crate::security::acl::ResourceType::Cluster,
         crate::security::acl::model::CLUSTER_NAME,
     );
-    let Some(c) = b.cluster() else {
-        resp.cluster_id = StrBytes::from_string(b.controller.cluster_id.clone());
-        resp.controller_id = BrokerId(b.node_id());
-        resp.brokers = b
-            .advertised_on(&ctx.listener)
-            .map(|(host, port)| broker(b.node_id(), host, port, None))
-            .into_iter()
-            .collect();
-        return super::respond(&ctx, &resp);
-    };
+    let c = b.node();
     let img = c.image();
     let listener = &*ctx.listener;
     let fenced_too = ctx.version >= 2 && req.include_fenced_brokers;

@@ -40,7 +40,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
-use crate::clock::now_ms;
 use crate::cluster::node::requests::{QuorumView, ReplicaView};
 use crate::cluster::node::{ClusterNode, ControllerReply, ControllerRequest};
 use crate::net::response::Response;
@@ -100,23 +99,6 @@ async fn cluster_view(c: &ClusterNode) -> Option<QuorumView> {
     }
 }
 
-fn single_node_view(b: &Broker) -> QuorumView {
-    let now = now_ms() as u64;
-    QuorumView {
-        leader: b.node_id(),
-        term: 1,
-        high_watermark: 0,
-        voters: vec![ReplicaView {
-            node_id: b.node_id(),
-            directory_id: None,
-            log_end_offset: Some(0),
-            last_fetch_ms: Some(now),
-            last_caught_up_ms: Some(now),
-        }],
-        observers: Vec::new(),
-    }
-}
-
 /// The voters' endpoints (v2 `nodes`): each voter's quorum address from the membership (the
 /// voter list for one no longer there).
 fn nodes(b: &Broker, view: &QuorumView) -> Vec<Node> {
@@ -130,14 +112,7 @@ fn nodes(b: &Broker, view: &QuorumView) -> Vec<Node> {
         n.listeners = vec![l];
         n
     };
-    let Some(c) = b.cluster() else {
-        return b
-            .advertised
-            .first()
-            .map(|l| node(b.node_id(), &l.name, &l.host, l.port))
-            .into_iter()
-            .collect();
-    };
+    let c = b.node();
     let name = c
         .config
         .controller_listener
@@ -189,10 +164,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         return super::respond(&ctx, &resp);
     }
     let name = TopicName(s(METADATA_TOPIC));
-    let view = match b.cluster() {
-        Some(c) => cluster_view(c).await,
-        None => Some(single_node_view(&b)),
-    };
+    let view = cluster_view(b.node()).await;
     let Some(view) = view else {
         let p = error_partition(0, ResponseError::NotLeaderOrFollower, v);
         resp.topics = vec![topic(name, vec![p])];

@@ -264,73 +264,38 @@ fn error_response(
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeTopicPartitionsRequest = super::decode(&ctx, body)?;
     let limit = b.config.max_request_partition_size_limit;
-    let resp = if let Some(c) = b.cluster() {
-        let img = c.image();
-        let all = || img.topic_ids.keys().map(|t| t.to_string()).collect();
-        match query(&req, all, limit) {
-            Err(_) => error_response(&req, ResponseError::InvalidRequest.code()),
-            Ok(q) => authorized(&b, &ctx, q, |name| {
-                let t = img.topic(name)?;
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| PartitionView {
-                        index: p.partition,
-                        leader: if img.brokers.contains_key(&p.leader) {
-                            p.leader
-                        } else {
-                            -1
-                        },
-                        leader_epoch: p.leader_epoch,
-                        replicas: p.replicas.clone(),
-                        isr: p.isr.clone(),
-                        offline: p
-                            .replicas
-                            .iter()
-                            .copied()
-                            .filter(|r| img.brokers.get(r).is_none_or(|s| s.fenced))
-                            .collect(),
-                    })
-                    .collect();
-                Some(TopicView {
-                    id: t.id,
-                    partitions,
-                })
-            }),
-        }
-    } else {
-        let all = || {
-            b.controller
-                .topics()
+    let img = b.node().image();
+    let all = || img.topic_ids.keys().map(|t| t.to_string()).collect();
+    let resp = match query(&req, all, limit) {
+        Err(_) => error_response(&req, ResponseError::InvalidRequest.code()),
+        Ok(q) => authorized(&b, &ctx, q, |name| {
+            let t = img.topic(name)?;
+            let partitions = t
+                .partitions
                 .iter()
-                .map(|t| t.name.to_string())
-                .collect()
-        };
-        match query(&req, all, limit) {
-            Err(_) => error_response(&req, ResponseError::InvalidRequest.code()),
-            Ok(q) => authorized(&b, &ctx, q, |name| {
-                let t = b.controller.topic(name)?;
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let st = p.replica_state();
-                        PartitionView {
-                            index: p.index,
-                            leader: st.leader,
-                            leader_epoch: st.leader_epoch,
-                            replicas: st.replicas.clone(),
-                            isr: st.isr.clone(),
-                            offline: Vec::new(),
-                        }
-                    })
-                    .collect();
-                Some(TopicView {
-                    id: t.id,
-                    partitions,
+                .map(|p| PartitionView {
+                    index: p.partition,
+                    leader: if img.brokers.contains_key(&p.leader) {
+                        p.leader
+                    } else {
+                        -1
+                    },
+                    leader_epoch: p.leader_epoch,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    offline: p
+                        .replicas
+                        .iter()
+                        .copied()
+                        .filter(|r| img.brokers.get(r).is_none_or(|s| s.fenced))
+                        .collect(),
                 })
-            }),
-        }
+                .collect();
+            Some(TopicView {
+                id: t.id,
+                partitions,
+            })
+        }),
     };
     super::respond(&ctx, &resp)
 }

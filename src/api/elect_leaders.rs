@@ -121,37 +121,6 @@ fn wanted(req: &ElectLeadersRequest) -> Option<Vec<(String, Vec<i32>)>> {
     })
 }
 
-/// One node: every partition it has already has its preferred (only) leader.
-fn single_node(b: &Broker, wanted: Option<Vec<(String, Vec<i32>)>>) -> Vec<ReplicaElectionResult> {
-    let Some(wanted) = wanted else {
-        let all = b.controller.topics();
-        return encode(
-            all.iter()
-                .map(|t| (t.name.to_string(), Vec::new()))
-                .collect(),
-        );
-    };
-    let results = wanted
-        .into_iter()
-        .map(|(topic, parts)| {
-            let t = b.controller.topic(&topic);
-            let outcomes = parts
-                .into_iter()
-                .map(|p| {
-                    let o = match &t {
-                        None => unknown_topic(&topic),
-                        Some(t) if !t.has_partition(p) => unknown_partition(&topic, p),
-                        Some(_) => refused(ResponseError::ElectionNotNeeded),
-                    };
-                    (p, o)
-                })
-                .collect();
-            (topic, outcomes)
-        })
-        .collect();
-    encode(results)
-}
-
 fn control_outcome(img: &MetadataImage, topic: &str, partition: i32, e: ControlError) -> Outcome {
     match e {
         ControlError::Election(ElectionRefused::NotNeeded) => {
@@ -276,9 +245,6 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         resp.replica_election_results = all_failed(wanted, code, &message);
         return super::respond(&ctx, &resp);
     }
-    resp.replica_election_results = match b.cluster() {
-        Some(c) => cluster(c, election_type == UNCLEAN, wanted).await,
-        None => single_node(&b, wanted),
-    };
+    resp.replica_election_results = cluster(b.node(), election_type == UNCLEAN, wanted).await;
     super::respond(&ctx, &resp)
 }

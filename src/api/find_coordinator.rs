@@ -77,25 +77,18 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
     let ready = match key_type {
         TRANSACTION => b.txn_ready().await,
         SHARE => b.share_states.ensure_topic().await.map(|_| ()),
-        _ if b.cluster().is_some() => {
+        _ => {
             let cfg = crate::group::store::OffsetsTopic::from_broker(&b.config);
             crate::group::store::offsets_topic(&*b.internal_topics, &cfg)
                 .await
                 .map(|_| ())
         }
-        _ => Ok(()),
     };
     if let Err(code) = ready {
         return error(code);
     }
-    let Some(c) = b.cluster() else {
-        return match b.advertised_on(&ctx.listener) {
-            Some((host, port)) => (0, b.node_id(), host.to_string(), port as i32),
-            None => error(ResponseError::CoordinatorNotAvailable.code()),
-        };
-    };
     let unavailable = error(ResponseError::CoordinatorNotAvailable.code());
-    let img = c.image();
+    let img = b.node().image();
     let Some(t) = img.topic(topic) else {
         return unavailable;
     };

@@ -57,18 +57,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         ResponseError::InvalidRequest.code()
     } else if let Some(tid) = &req.transactional_id {
         let expected = (pid != -1).then_some((pid, epoch));
-        let ready = match b.cluster() {
-            None if !tid.0.is_empty() => b.txn_ready().await,
-            _ => Ok(()),
-        };
-        let (mut code, id, e) = match ready {
-            Ok(()) => {
-                b.txns
-                    .init_producer_id(&tid.0, req.transaction_timeout_ms, expected)
-                    .await
-            }
-            Err(code) => (code, -1, -1),
-        };
+        let (mut code, id, e) = b
+            .txns
+            .init_producer_id(&tid.0, req.transaction_timeout_ms, expected)
+            .await;
         if ctx.version < 4 && code == ResponseError::ProducerFenced.code() {
             code = ResponseError::InvalidProducerEpoch.code();
         }

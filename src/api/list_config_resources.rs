@@ -70,14 +70,7 @@ pub fn list(types: &[i8], r: &Resources) -> Option<Vec<(String, i8)>> {
 
 fn resources(b: &Broker) -> Resources {
     let groups = b.controller.group_configs.groups();
-    let Ok(c) = super::quorum(b) else {
-        return Resources {
-            groups,
-            brokers: Vec::new(),
-            topics: Vec::new(),
-        };
-    };
-    let img = c.image();
+    let img = b.node().image();
     let mut topics: Vec<String> = img.topic_ids.keys().map(|t| t.to_string()).collect();
     topics.sort();
     Resources {

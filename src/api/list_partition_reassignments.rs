@@ -73,9 +73,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         ));
         return super::respond(&ctx, &resp);
     }
-    let Some(c) = b.cluster() else {
-        return super::respond(&ctx, &resp);
-    };
+    let c = b.node();
     let img = c.image();
     resp.topics = match &req.topics {
         None => {

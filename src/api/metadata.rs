@@ -19,7 +19,7 @@ use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::cluster::control::active::CreateTopic;
-use crate::cluster::controller::{NewTopic, validate_topic_name};
+use crate::cluster::controller::validate_topic_name;
 use crate::cluster::metadata::{MetadataImage, TopicImage};
 use crate::cluster::{TopicError, TopicInfo};
 use crate::net::response::Response;
@@ -30,32 +30,6 @@ pub const SPEC: ApiSpec = ApiSpec {
     max: 13,
     handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
 };
-
-fn topic_entry(t: &TopicInfo, version: i16) -> MetadataResponseTopic {
-    let mut e = MetadataResponseTopic::default();
-    e.name = Some(TopicName(StrBytes::from_string(t.name.to_string())));
-    if version >= 10 {
-        e.topic_id = t.id;
-    }
-    e.is_internal = t.internal;
-    e.partitions = t
-        .partitions
-        .iter()
-        .map(|p| {
-            let st = p.replica_state();
-            let mut pe = MetadataResponsePartition::default();
-            pe.partition_index = p.index;
-            pe.leader_id = BrokerId(st.leader);
-            if version >= 7 {
-                pe.leader_epoch = st.leader_epoch;
-            }
-            pe.replica_nodes = st.replicas.iter().map(|r| BrokerId(*r)).collect();
-            pe.isr_nodes = st.isr.iter().map(|r| BrokerId(*r)).collect();
-            pe
-        })
-        .collect();
-    e
-}
 
 fn error_entry(
     name: Option<String>,
@@ -145,98 +119,27 @@ pub fn client_controller_id(c: &crate::cluster::node::ClusterNode, live: &[i32])
 /// Creates `name` with the broker defaults, as auto-creation does; a concurrent creation by
 /// someone else counts as success.
 pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
-    if let Some(c) = b.cluster() {
-        let live = c.image().active_brokers().len().max(1);
-        let t = CreateTopic {
-            name: name.to_string(),
-            num_partitions: b.config.num_partitions,
-            replication_factor: (b.config.default_replication_factor as usize).min(live) as i16,
-            assignments: None,
-            configs: Default::default(),
-        };
-        let r = c.create_topics(vec![t], false).await.pop();
-        return match r {
-            Some(Ok(_)) | Some(Err(TopicError::AlreadyExists(_))) => {
-                b.controller.topic(name).ok_or(TopicError::UnknownTopic)
-            }
-            Some(Err(e)) => Err(e),
-            None => Err(TopicError::UnknownTopic),
-        };
-    }
-    let rf = (b.config.default_replication_factor as usize).min(b.controller.live_brokers()) as i16;
-    match b
-        .controller
-        .create_topic(NewTopic {
-            name: name.to_string(),
-            num_partitions: b.config.num_partitions,
-            replication_factor: rf,
-            configs: Default::default(),
-        })
-        .await
-    {
-        Ok(t) => Ok(t),
-        Err(TopicError::AlreadyExists(_)) => {
+    let c = b.node();
+    let live = c.image().active_brokers().len().max(1);
+    let t = CreateTopic {
+        name: name.to_string(),
+        num_partitions: b.config.num_partitions,
+        replication_factor: (b.config.default_replication_factor as usize).min(live) as i16,
+        assignments: None,
+        configs: Default::default(),
+    };
+    match c.create_topics(vec![t], false).await.pop() {
+        Some(Ok(_)) | Some(Err(TopicError::AlreadyExists(_))) => {
             b.controller.topic(name).ok_or(TopicError::UnknownTopic)
         }
-        Err(e) => Err(e),
+        Some(Err(e)) => Err(e),
+        None => Err(TopicError::UnknownTopic),
     }
 }
 
 async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: MetadataRequest = super::decode(&ctx, body)?;
-    let v = ctx.version;
-    if b.cluster().is_some() {
-        return handle_cluster(&b, &ctx, req).await;
-    }
-    let mut resp = MetadataResponse::default();
-    if let Some((host, port)) = b.advertised_on(&ctx.listener) {
-        let mut broker = MetadataResponseBroker::default();
-        broker.node_id = BrokerId(b.node_id());
-        broker.host = StrBytes::from_string(host.to_string());
-        broker.port = port as i32;
-        resp.brokers = vec![broker];
-    }
-    if v >= 2 {
-        resp.cluster_id = Some(StrBytes::from_string(b.controller.cluster_id.clone()));
-    }
-    if v >= 1 {
-        resp.controller_id = BrokerId(b.node_id());
-    }
-    let all = match &req.topics {
-        None => true,
-        Some(t) => t.is_empty() && v == 0,
-    };
-    if all {
-        resp.topics = b
-            .controller
-            .topics()
-            .iter()
-            .filter(|t| ctx.may_topic(&b, Op::Describe, &t.name))
-            .map(|t| topic_entry(t, v))
-            .collect();
-        add_authorized_operations(&b, &ctx, &req, &mut resp);
-        unreachable_leaders(&mut resp, |id| id == b.node_id());
-        return super::respond(&ctx, &resp);
-    }
-    let create = allow_create(&b, &req, v);
-    let asked_create = v < 4 || req.allow_auto_topic_creation;
-    for rt in req.topics.clone().unwrap_or_default() {
-        let entry = requested(
-            &b,
-            &ctx,
-            asked_create,
-            rt,
-            v,
-            create,
-            |name| b.controller.topic(name).map(|t| topic_entry(&t, v)),
-            |id| b.controller.topic_by_id(id).map(|t| topic_entry(&t, v)),
-        )
-        .await;
-        resp.topics.push(entry);
-    }
-    add_authorized_operations(&b, &ctx, &req, &mut resp);
-    unreachable_leaders(&mut resp, |id| id == b.node_id());
-    super::respond(&ctx, &resp)
+    answer(&b, &ctx, req).await
 }
 
 /// A partition whose leader is alive but has no endpoint on the request's listener (so is
@@ -360,13 +263,13 @@ async fn requested(
     }
 }
 
-/// Metadata in a cluster: brokers and partitions from the metadata image.
-async fn handle_cluster(
+/// Brokers and partitions from the metadata image.
+async fn answer(
     b: &Arc<Broker>,
     ctx: &RequestCtx,
     req: MetadataRequest,
 ) -> anyhow::Result<Option<Response>> {
-    let c = b.cluster().expect("cluster mode");
+    let c = b.node();
     let v = ctx.version;
     let mut img = c.image();
     let listener = &*ctx.listener;

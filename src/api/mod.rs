@@ -412,18 +412,6 @@ pub fn local_partition(
     }
 }
 
-/// The metadata quorum that decides this broker's metadata changes and whose image its
-/// metadata reads come from. Every node runs one; a node started with
-/// `sluice.metadata.quorum=file` has none, and its changes time out (REQUEST_TIMED_OUT) as
-/// when no controller answers.
-pub fn quorum(
-    b: &Broker,
-) -> Result<&crate::cluster::node::ClusterNode, crate::cluster::TopicError> {
-    b.cluster().map(|c| &**c).ok_or_else(|| {
-        crate::cluster::TopicError::Timeout("No metadata quorum runs on this node.".to_string())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     /// docs/apis.md has a row per API key whose Sluice column is what [`super::APIS`]

@@ -78,10 +78,7 @@ fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
 fn add_leader_hints(b: &Broker, listener: &str, resp: &mut ProduceResponse) {
     use kafka_protocol::messages::BrokerId;
     use kafka_protocol::messages::produce_response::NodeEndpoint;
-    let Some(c) = b.cluster() else {
-        return;
-    };
-    let img = c.image();
+    let img = b.node().image();
     let mut leaders = Vec::new();
     for t in &mut resp.responses {
         for p in &mut t.partition_responses {

@@ -49,13 +49,7 @@ enum Leader {
 }
 
 fn leader_of(b: &Broker, topic: &str, partition: i32) -> Leader {
-    let Some(c) = b.cluster() else {
-        return match b.controller.topic(topic) {
-            Some(t) if t.has_partition(partition) => Leader::Local,
-            _ => Leader::Gone,
-        };
-    };
-    let img = c.image();
+    let img = b.node().image();
     let Some(t) = img.topic(topic) else {
         return Leader::Gone;
     };

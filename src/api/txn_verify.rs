@@ -339,13 +339,9 @@ async fn ask(
         .collect()
 }
 
-/// The broker coordinating `id`: this one on one node, else the live leader of its
-/// `__transaction_state` partition.
+/// The broker coordinating `id`: the live leader of its `__transaction_state` partition.
 pub fn coordinator_of(b: &Broker, id: &str) -> Result<i32, i16> {
-    let Some(c) = b.cluster() else {
-        return Ok(b.node_id());
-    };
-    let img = c.image();
+    let img = b.node().image();
     let t = img
         .topic(crate::txn::store::TOPIC)
         .ok_or(COORDINATOR_NOT_AVAILABLE)?;

@@ -39,13 +39,7 @@ fn not_registered(id: i32) -> (i16, String) {
 }
 
 async fn unregister(b: &Broker, id: i32) -> Result<(), (i16, String)> {
-    let Some(c) = b.cluster() else {
-        return if id == b.node_id() {
-            Ok(())
-        } else {
-            Err(not_registered(id))
-        };
-    };
+    let c = b.node();
     let epoch = |c: &crate::cluster::node::ClusterNode| c.image().brokers.get(&id).map(|s| s.epoch);
     let before = epoch(c);
     match c.call(ControllerRequest::UnregisterBroker(id)).await {

@@ -77,12 +77,7 @@ enum Failure {
 
 /// Decides and records the updates.
 async fn update(b: &Broker, ups: Vec<FeatureUpdate>, validate_only: bool) -> Result<(), Failure> {
-    let c = super::quorum(b).map_err(|e| {
-        Failure::Failed(
-            super::errors::topic_error_code(&e),
-            super::errors::topic_error_message(&e).unwrap_or_default(),
-        )
-    })?;
+    let c = b.node();
     let req = ControllerRequest::UpdateFeatures {
         updates: ups
             .iter()

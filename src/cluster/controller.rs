@@ -1,10 +1,12 @@
-//! The controller of a cluster of one: owns the metadata image (topics, their ids, partition
-//! assignment, leader epochs, topic configs), persists it in `<first log dir>/sluice-metadata`
-//! (written beside and renamed into place), and opens each partition's log at start-up.
+//! This broker's replicas and log dirs: the topics it holds replicas of, as the metadata
+//! image installs them (`install_topic`, `remove_topic`), each partition's log opened and
+//! recovered from the log dirs' checkpoints, `meta.properties` in each log dir, and the clean
+//! shutdown marker. Metadata is decided by the metadata quorum (`cluster::control`), on a single
+//! node too; `metadata_file` only reads the `sluice-metadata` file an earlier release's single
+//! node kept, for its import into the quorum (`cluster::node::import`).
 //!
-//! Metadata changes (create, delete, add partitions) go through one writer lock; readers take
-//! a cheap snapshot of the image: a topic is an immutable `TopicInfo` behind an `Arc`, replaced
-//! whole when it changes. Later the image becomes the state machine of a Raft quorum.
+//! Readers take a cheap snapshot: a topic is an immutable `TopicInfo` behind an `Arc`, replaced
+//! whole when it changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -15,21 +17,13 @@ use anyhow::{Context, Result};
 use tracing::{info, warn};
 use uuid::Uuid;
 
-mod acls;
-mod client_quotas;
-mod feature_levels;
-mod group_configs;
 mod meta_files;
 pub mod metadata_file;
-mod scram;
-mod topic_configs;
 
 pub use meta_files::{claim_controller_dirs, format_dirs, stored_cluster_id};
 use meta_files::{load_meta_properties, write_partition_metadata};
 
 use super::checkpoints::LogDirCheckpoints;
-use super::control::new_partitions;
-use super::features::FeatureLevels;
 use super::log_cleaner::LogCleaner;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
@@ -104,8 +98,6 @@ pub struct Controller {
     /// without an override of their own follow. Replaced whole when a dynamic config changes.
     defaults: RwLock<Arc<BrokerDefaults>>,
     image: RwLock<Image>,
-    /// Serialises metadata changes (the single writer of the image and its file).
-    writer: tokio::sync::Mutex<()>,
     pub cluster_id: String,
     /// `.lock` of every log dir, held while this controller (the broker) lives.
     _dir_locks: Vec<DirLock>,
@@ -113,31 +105,17 @@ pub struct Controller {
     pub checkpoints: LogDirCheckpoints,
     /// The last shutdown was not clean: logs opened later (cluster mode) are recovered too.
     unclean_start: bool,
-    /// The feature levels set by UpdateFeatures (one node; a cluster keeps them in its image).
-    features: RwLock<FeatureLevels>,
     /// The log cleaner of this broker's log dirs: it forgets a partition's cleaning
     /// checkpoint when the replica is deleted here.
     pub cleaner: Arc<LogCleaner>,
-    /// The dynamic group configs (one node: persisted in `sluice-metadata`; a cluster: the
-    /// image's, installed at each reconcile).
+    /// The dynamic group configs: the image's, installed at each reconcile.
     pub group_configs: Arc<GroupConfigs>,
-    /// The client quotas (one node: persisted in `sluice-metadata`; a cluster: the image's,
-    /// installed at each reconcile).
+    /// The client quotas: the image's, installed at each reconcile.
     pub client_quotas: Arc<crate::quota::ClientQuotas>,
-    /// The users' SCRAM credentials (one node: persisted in `sluice-metadata`; a cluster: the
-    /// image's, installed at each reconcile).
+    /// The users' SCRAM credentials: the image's, installed at each reconcile.
     pub scram: Arc<crate::security::scram_store::ScramStore>,
-    /// The ACLs (one node: persisted in `sluice-metadata`; a cluster: the image's, installed
-    /// at each reconcile).
+    /// The ACLs: the image's, installed at each reconcile.
     pub acls: Arc<crate::security::acl::Acls>,
-}
-
-/// What a topic creation asks for, after defaults (-1) are resolved by the caller.
-pub struct NewTopic {
-    pub name: String,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
-    pub configs: BTreeMap<String, String>,
 }
 
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
@@ -161,10 +139,6 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn collision_key(name: &str) -> String {
-    name.replace('.', "_")
 }
 
 impl Controller {
@@ -213,45 +187,16 @@ impl Controller {
             ))),
             config: config.clone(),
             image: RwLock::new(Image::default()),
-            writer: tokio::sync::Mutex::new(()),
             cluster_id,
             _dir_locks: dir_locks,
             checkpoints: LogDirCheckpoints::load(&config)?,
             unclean_start: !clean,
-            features: RwLock::new(FeatureLevels::default()),
             cleaner: Arc::new(LogCleaner::open(&config)),
             group_configs: Arc::default(),
             client_quotas: Arc::default(),
             scram: Arc::default(),
             acls: Arc::default(),
         };
-        let metadata_file::FileMetadata {
-            topics: stored,
-            dynamic,
-            features,
-            groups,
-            scram,
-            ..
-        } = if config.cluster.is_some() {
-            metadata_file::FileMetadata::default()
-        } else {
-            ctl.read_metadata_file()?
-        };
-        ctl.scram.replace_all(scram);
-        ctl.set_defaults(dynamic);
-        *ctl.features.write().unwrap() = features;
-        ctl.group_configs.replace_all(groups);
-        let fresh_dirs = stored.is_empty();
-        if !clean && !fresh_dirs {
-            info!("unclean shutdown detected: recovering partition logs");
-        }
-        let mut image = Image::default();
-        for (name, id, partitions, configs) in stored {
-            let topic = ctl.open_topic(&name, id, partitions, configs, !clean)?;
-            image.by_id.insert(topic.id, topic.clone());
-            image.by_name.insert(topic.name.clone(), topic);
-        }
-        *ctl.image.write().unwrap() = image;
         Ok(ctl)
     }
 
@@ -286,52 +231,6 @@ impl Controller {
             }
         }
         new_dir.join(name)
-    }
-
-    fn open_topic(
-        &self,
-        name: &str,
-        id: Uuid,
-        partitions: i32,
-        configs: BTreeMap<String, String>,
-        needs_recovery: bool,
-    ) -> Result<Arc<TopicInfo>> {
-        let effective = topic_config::effective(&self.defaults().merged, &configs);
-        let name: Arc<str> = Arc::from(name);
-        let new_dir = self.least_loaded_dir().to_path_buf();
-        let mut parts = Vec::with_capacity(partitions as usize);
-        for i in 0..partitions {
-            parts.push(self.open_partition(&name, id, i, &effective, needs_recovery, &new_dir)?);
-        }
-        Ok(Arc::new(TopicInfo {
-            internal: name.starts_with("__"),
-            name,
-            id,
-            partition_count: parts.len(),
-            partitions: parts,
-            configs,
-            effective,
-        }))
-    }
-
-    /// Opens (creating its directory if new) partition `index` of a topic; this node leads it.
-    fn open_partition(
-        &self,
-        name: &Arc<str>,
-        id: Uuid,
-        index: i32,
-        effective: &EffectiveTopicConfig,
-        needs_recovery: bool,
-        new_dir: &Path,
-    ) -> Result<Arc<Partition>> {
-        let node = self.config.node_id;
-        let state = ReplicaState {
-            leader: node,
-            leader_epoch: 0,
-            replicas: vec![node],
-            isr: vec![node],
-        };
-        self.open_replica_in(name, id, index, effective, needs_recovery, new_dir, state)
     }
 
     /// Opens this broker's replica of partition `index` in a cluster, as a follower of no
@@ -455,206 +354,9 @@ impl Controller {
         v
     }
 
-    pub fn live_brokers(&self) -> usize {
-        1
-    }
-
-    /// The ids of the registered brokers.
-    pub fn broker_ids(&self) -> Vec<i32> {
-        vec![self.config.node_id]
-    }
-
-    /// How many partitions `name` would gain with `count` in all and these manual
-    /// `assignments` (see [`new_partitions::plan_increase`]), without changing anything.
-    pub fn validate_partition_increase(
-        &self,
-        name: &str,
-        count: i32,
-        assignments: Option<&[Vec<i32>]>,
-    ) -> Result<usize, TopicError> {
-        let topic = self.topic(name).ok_or(TopicError::UnknownTopic)?;
-        let replication = topic
-            .partitions
-            .first()
-            .map_or(1, |p| p.replica_state().replicas.len());
-        new_partitions::plan_increase(
-            name,
-            topic.partitions.len(),
-            replication,
-            count,
-            assignments,
-            &self.broker_ids(),
-        )
-    }
-
-    /// Grows topic `name` to `count` partitions (each led by this node, whatever the manual
-    /// `assignments`, which are validated as Kafka does): opens the new partition logs, then
-    /// replaces the topic's `TopicInfo` with one holding the existing partitions and the new
-    /// ones, and persists the metadata. Requests resolving the topic afterwards see the new
-    /// partitions; the existing ones (their logs, producer state, waiters) are untouched.
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        assignments: Option<&[Vec<i32>]>,
-    ) -> Result<Arc<TopicInfo>, TopicError> {
-        let _w = self.writer.lock().await;
-        let additional = self.validate_partition_increase(name, count, assignments)?;
-        let old = self.topic(name).ok_or(TopicError::UnknownTopic)?;
-        let storage = |e: anyhow::Error| TopicError::Storage(format!("{e:#}"));
-        let new_dir = self.least_loaded_dir().to_path_buf();
-        let first = old.partitions.len() as i32;
-        let mut added = Vec::with_capacity(additional);
-        for i in first..first + additional as i32 {
-            match self.open_partition(&old.name, old.id, i, &old.effective, false, &new_dir) {
-                Ok(p) => added.push(p),
-                Err(e) => {
-                    remove_partitions(&self.cleaner, &added);
-                    return Err(storage(e));
-                }
-            }
-        }
-        let mut partitions = old.partitions.clone();
-        partitions.extend(added.iter().cloned());
-        let topic = Arc::new(TopicInfo {
-            name: old.name.clone(),
-            id: old.id,
-            partition_count: partitions.len(),
-            partitions,
-            configs: old.configs.clone(),
-            effective: old.effective.clone(),
-            internal: old.internal,
-        });
-        if let Err(e) = self.replace_topic(&old, topic.clone()) {
-            remove_partitions(&self.cleaner, &added);
-            return Err(storage(e));
-        }
-        info!(topic = %topic.name, from = first, to = topic.partitions.len(), "added partitions");
-        Ok(topic)
-    }
-
-    /// Publishes `new` in place of `old` (the same topic) and persists the metadata; if that
-    /// fails, `old` is published again. The caller holds the writer lock.
-    fn replace_topic(&self, old: &Arc<TopicInfo>, new: Arc<TopicInfo>) -> Result<()> {
-        let mut image = self.image.write().unwrap();
-        image.by_id.insert(new.id, new.clone());
-        image.by_name.insert(new.name.clone(), new);
-        let written = self.write_metadata_file(&image);
-        if written.is_err() {
-            image.by_id.insert(old.id, old.clone());
-            image.by_name.insert(old.name.clone(), old.clone());
-        }
-        written
-    }
-
-    /// Validates a creation request without changing anything.
-    pub fn validate_new_topic(&self, t: &NewTopic) -> Result<(), TopicError> {
-        validate_topic_name(&t.name).map_err(TopicError::InvalidTopic)?;
-        let image = self.image.read().unwrap();
-        if image.by_name.contains_key(t.name.as_str()) {
-            return Err(TopicError::AlreadyExists(format!(
-                "Topic '{}' already exists.",
-                t.name
-            )));
-        }
-        let key = collision_key(&t.name);
-        if let Some(other) = image.by_name.keys().find(|n| collision_key(n) == key) {
-            return Err(TopicError::InvalidTopic(format!(
-                "Topic '{}' collides with existing topic: {other}",
-                t.name
-            )));
-        }
-        drop(image);
-        if t.num_partitions < 1 {
-            return Err(TopicError::InvalidPartitions(
-                "Number of partitions must be larger than 0.".into(),
-            ));
-        }
-        if t.num_partitions > MAX_PARTITIONS_PER_TOPIC {
-            return Err(TopicError::InvalidPartitions(format!(
-                "Number of partitions {} exceeds the maximum of {MAX_PARTITIONS_PER_TOPIC} per topic.",
-                t.num_partitions
-            )));
-        }
-        if t.replication_factor < 1 {
-            return Err(TopicError::InvalidReplicationFactor(
-                "Replication factor must be larger than 0.".into(),
-            ));
-        }
-        let live = self.live_brokers();
-        if t.replication_factor as usize > live {
-            return Err(TopicError::InvalidReplicationFactor(format!(
-                "Unable to replicate the partition {} time(s): The target replication factor of {} cannot be reached because only {} broker(s) are registered.",
-                t.replication_factor, t.replication_factor, live
-            )));
-        }
-        for (k, v) in &t.configs {
-            topic_config::validate(k, v).map_err(TopicError::InvalidConfig)?;
-        }
-        Ok(())
-    }
-
-    /// Creates a topic: validates, opens its partition logs, persists the metadata.
-    pub async fn create_topic(&self, t: NewTopic) -> Result<Arc<TopicInfo>, TopicError> {
-        let _w = self.writer.lock().await;
-        self.validate_new_topic(&t)?;
-        let id = loop {
-            let id = Uuid::new_v4();
-            // Kafka reserves the zero id and ids whose base64 starts with '-'.
-            if !id.is_nil() && id.as_bytes()[0] & 0xfc != 0xf8 {
-                break id;
-            }
-        };
-        let topic = self
-            .open_topic(&t.name, id, t.num_partitions, t.configs, false)
-            .map_err(|e| TopicError::Storage(format!("{e:#}")))?;
-        let mut image = self.image.write().unwrap();
-        image.by_id.insert(id, topic.clone());
-        image.by_name.insert(topic.name.clone(), topic.clone());
-        if let Err(e) = self.write_metadata_file(&image) {
-            image.by_id.remove(&id);
-            image.by_name.remove(&topic.name);
-            drop(image);
-            for p in &topic.partitions {
-                let _ = self.delete_replica(p);
-            }
-            return Err(TopicError::Storage(format!("{e:#}")));
-        }
-        info!(topic = %topic.name, partitions = topic.partitions.len(), "created topic");
-        Ok(topic)
-    }
-
     /// Deletes a replica held here (its topic was deleted, or the replica moved away).
     pub fn delete_replica(&self, p: &Partition) -> Result<()> {
         delete_replica(&self.cleaner, p)
-    }
-
-    /// Deletes a topic and its files.
-    pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
-        let _w = self.writer.lock().await;
-        let topic = {
-            let mut image = self.image.write().unwrap();
-            let topic = image.by_name.remove(name).ok_or(TopicError::UnknownTopic)?;
-            image.by_id.remove(&topic.id);
-            if let Err(e) = self.write_metadata_file(&image) {
-                image.by_id.insert(topic.id, topic.clone());
-                image.by_name.insert(topic.name.clone(), topic);
-                return Err(TopicError::Storage(format!("{e:#}")));
-            }
-            topic
-        };
-        let t = topic.clone();
-        let cleaner = self.cleaner.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            for p in &t.partitions {
-                if let Err(e) = delete_replica(&cleaner, p) {
-                    warn!(topic = %t.name, partition = p.index, "cannot delete log: {e:#}");
-                }
-            }
-        })
-        .await;
-        info!(topic = %name, "deleted topic");
-        Ok(topic)
     }
 
     /// Applies retention to every partition.
@@ -718,15 +420,6 @@ impl Controller {
 fn delete_replica(cleaner: &LogCleaner, p: &Partition) -> Result<()> {
     cleaner.forget(&p.log_dir(), &p.topic, p.index);
     p.delete()
-}
-
-/// Removes the directories of partitions that were opened but never published.
-fn remove_partitions(cleaner: &LogCleaner, parts: &[Arc<Partition>]) {
-    for p in parts {
-        if let Err(e) = delete_replica(cleaner, p) {
-            warn!(partition = p.index, "cannot remove new partition: {e:#}");
-        }
-    }
 }
 
 /// Kafka prints ids as URL-safe base64 without padding.

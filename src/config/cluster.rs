@@ -53,8 +53,8 @@ pub struct ClusterConfig {
     /// `replica.selector.class` is Kafka's RackAwareReplicaSelector: consumers with a
     /// `client.rack` may fetch from a follower in their rack (KIP-392).
     pub rack_aware_selector: bool,
-    /// A single node with `sluice.metadata.quorum=raft`: the only voter, its controller
-    /// listener on an ephemeral loopback port, no other broker to log in to.
+    /// A single node (no `process.roles`): the only voter, its controller listener on an
+    /// ephemeral loopback port, no other broker to log in to.
     pub one_voter: bool,
 }
 
@@ -64,15 +64,18 @@ const METADATA_QUORUM: &str = "sluice.metadata.quorum";
 /// The controller listener of a one-voter node: loopback, the port chosen when it is bound.
 pub const ONE_VOTER_LISTENER: &str = "CONTROLLER";
 
-/// True when `sluice.metadata.quorum` asks for the one-voter Raft quorum.
-fn one_voter_asked(p: &Props) -> Result<bool> {
+/// Checks `sluice.metadata.quorum`: `raft`, the only value. An earlier release's `file` (its
+/// single node's `sluice-metadata`) is refused naming the key: such a data dir is imported into
+/// the one-voter quorum at start-up without it.
+fn check_metadata_quorum(p: &Props) -> Result<()> {
     match p.get(METADATA_QUORUM).trim().to_ascii_lowercase().as_str() {
-        "file" => Ok(false),
-        "raft" => Ok(true),
-        other => Err(p.err(
+        "raft" => Ok(()),
+        "file" => Err(p.err(
             METADATA_QUORUM,
-            format!("unknown value {other:?} (file or raft)"),
+            "\"file\" is no longer supported: a single node runs a one-voter Raft quorum, and \
+             imports an earlier release's sluice-metadata at start-up; remove the setting",
         )),
+        other => Err(p.err(METADATA_QUORUM, format!("unknown value {other:?} (raft)"))),
     }
 }
 
@@ -134,18 +137,16 @@ fn named_inter_broker_listener(p: &Props) -> Result<Option<(&'static str, String
     Ok(Some((key, p.get(key).trim().to_ascii_uppercase())))
 }
 
-/// Reads the KRaft settings when `process.roles` is set. `listeners` loses the controller
-/// listener, which it returns in the config.
+/// Reads the KRaft settings: those of `process.roles`, or without it a single node's
+/// one-voter quorum. `listeners` loses the controller listener, which it returns in the config.
 pub(super) fn parse(
     p: &Props,
     node_id: i32,
     listeners: &mut Vec<Listener>,
     log_dirs: &[PathBuf],
 ) -> Result<Option<ClusterConfig>> {
+    check_metadata_quorum(p)?;
     if !p.is_set("process.roles") {
-        if !one_voter_asked(p)? {
-            return Ok(None);
-        }
         if listeners.is_empty() {
             return Err(p.err("listeners", "a broker needs a listener"));
         }
@@ -176,7 +177,6 @@ pub(super) fn parse(
         )
         .map(Some);
     }
-    one_voter_asked(p)?;
     let mut roles = Roles {
         broker: false,
         controller: false,

@@ -329,9 +329,9 @@ pub static SLUICE_KEYS: &[KafkaKey] = &[
         ty: KafkaType::Int,
         default: Some("0"),
     },
-    // Where a node without `process.roles` keeps its metadata: `raft` (the cluster's Raft
-    // quorum and controller, itself the only voter) or `file` (an earlier release's
-    // `sluice-metadata` file).
+    // Where a node without `process.roles` keeps its metadata: `raft`, the only value (the
+    // cluster's Raft quorum and controller, itself the only voter). An earlier release's
+    // `file` is refused at start-up, naming the key.
     KafkaKey {
         name: "sluice.metadata.quorum",
         ty: KafkaType::String,

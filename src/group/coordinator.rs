@@ -230,13 +230,15 @@ impl Groups {
 }
 
 impl Coordinator {
-    /// The coordinator of a single node: every group is served here.
+    /// A coordinator that serves every group, with no partition to load first: the unit
+    /// tests' coordinator over an in-memory log (a broker's is [`Coordinator::clustered`]).
+    #[cfg(test)]
     pub fn new(cfg: GroupConfig, log: Arc<dyn OffsetsLog>) -> Arc<Coordinator> {
         Self::with_ownership(cfg, log, None)
     }
 
-    /// The coordinator of a cluster node: it serves the groups of the `__consumer_offsets`
-    /// partitions loaded with [`Coordinator::begin_load`] / [`Coordinator::finish_load`].
+    /// A broker's coordinator: it serves the groups of the `__consumer_offsets` partitions
+    /// loaded with [`Coordinator::begin_load`] / [`Coordinator::finish_load`].
     pub fn clustered(cfg: GroupConfig, log: Arc<dyn OffsetsLog>) -> Arc<Coordinator> {
         Self::with_ownership(cfg, log, Some(Ownership::default()))
     }
@@ -350,9 +352,10 @@ impl Coordinator {
 
     // ---- loading ---------------------------------------------------------------------------
 
-    /// Installs the groups replayed from `__consumer_offsets` (one node, at start-up). Groups
-    /// with members come back Stable (their sessions restart when [`Coordinator::start`]
-    /// runs), others Empty.
+    /// Installs groups replayed from `__consumer_offsets` into a [`Coordinator::new`] (unit
+    /// tests). Groups with members come back Stable (their sessions restart when
+    /// [`Coordinator::start`] runs), others Empty.
+    #[cfg(test)]
     pub fn install(&self, loaded: HashMap<String, Loaded>) {
         let now = now_ms();
         let mut g = self.groups.lock().unwrap();

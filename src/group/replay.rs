@@ -1,6 +1,5 @@
-//! Replaying `__consumer_offsets` into groups, as Kafka's coordinator loader does: at start-up
-//! on one node in file mode ([`load`]: every partition), and when this broker becomes the
-//! leader of partitions ([`load_partitions`]).
+//! Replaying `__consumer_offsets` into groups, as Kafka's coordinator loader does, when this
+//! broker becomes the leader of partitions ([`load_partitions`]).
 //!
 //! Records apply in log order (later ones win; tombstones delete). Offsets in a transactional
 //! batch are pending under its producer until that producer's marker (a control batch) in the
@@ -20,7 +19,7 @@ use super::consumer::records as consumer_records;
 use super::offset_state::{Committed, OffsetState, TxnKey};
 use super::records::{self, GroupValue, Key};
 use super::store::TOPIC;
-use crate::cluster::{Controller, Partition};
+use crate::cluster::Partition;
 
 /// One entry of `__consumer_offsets`, as replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,15 +190,6 @@ fn partition_of(e: &Entry) -> i32 {
     match e {
         Entry::Record { partition, .. } | Entry::Marker { partition, .. } => *partition,
     }
-}
-
-/// One node's start-up in file mode: every partition of `__consumer_offsets`
-/// ([`replay_together`]).
-pub fn load(controller: &Controller) -> anyhow::Result<HashMap<String, Loaded>> {
-    let Some(topic) = controller.topic(TOPIC) else {
-        return Ok(HashMap::new());
-    };
-    replay_together(&topic.partitions, topic.partitions.len() as i32)
 }
 
 /// The groups of partitions `parts` (of `count`) of `__consumer_offsets`, this broker having

@@ -1,8 +1,9 @@
 //! Producers: producer id allocation and per-partition producer state (idempotence and
 //! transactions).
 //!
-//! * [`ProducerIdManager`] (owned by the broker) hands out producer ids from blocks reserved in
-//!   `<first log dir>/sluice-producer-ids`, so ids stay unique across restarts.
+//! * `id_manager.rs` reads the producer-id blocks an earlier release's single node kept in
+//!   `<first log dir>/sluice-producer-ids`, for its import into the metadata quorum (which
+//!   hands out producer ids now).
 //! * [`ProducerState`] (one per partition, owned by its `Partition` and only changed while the
 //!   partition's log lock is held) remembers, per producer id, its epoch and its last five
 //!   batches (sequence range, offsets, timestamp). It decides whether a produced batch is new,
@@ -23,6 +24,5 @@ mod snapshot;
 pub mod state;
 pub mod txn;
 
-pub use id_manager::ProducerIdManager;
 pub use state::{AppendOrigin, BatchMeta, ProducerError, ProducerState};
 pub use txn::{CompletedTxn, StableOffsets, TxnMarker};

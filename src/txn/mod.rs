@@ -27,10 +27,7 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use tracing::warn;
 
 pub use coordinator::{Coordinator, TxnConfig};
 
@@ -41,21 +38,8 @@ use crate::config::TxnSettings;
 /// `request.timeout.ms` default).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Makes the coordinator able to answer: `__transaction_state` exists (created on first
-/// use), and on one node its partitions are coordinated here (a topic just created holds no
-/// state to load). In a cluster the partitions' leaders load them (`group::loader::became_leader`).
-pub async fn ensure_ready(
-    txns: &Arc<Coordinator>,
-    topics: &dyn InternalTopics,
-    settings: &TxnSettings,
-    one_node: bool,
-) -> Result<(), i16> {
-    let topic = store::ensure_topic(topics, settings).await?;
-    if one_node && !txns.has_partitions() {
-        loader::load_all(txns, &topic).map_err(|e| {
-            warn!("cannot load {}: {e:#}", store::TOPIC);
-            state::COORDINATOR_NOT_AVAILABLE
-        })?;
-    }
-    Ok(())
+/// Makes `__transaction_state` exist (created on first use). Its partitions' leaders load
+/// them (`group::loader::became_leader`).
+pub async fn ensure_ready(topics: &dyn InternalTopics, settings: &TxnSettings) -> Result<(), i16> {
+    store::ensure_topic(topics, settings).await.map(|_| ())
 }

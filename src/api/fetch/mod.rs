@@ -234,13 +234,10 @@ fn add_leader_hints(
     topics: &mut [TopicOut],
     v: i16,
 ) -> Vec<NodeEndpoint> {
-    let Some(c) = b.cluster() else {
-        return Vec::new();
-    };
     if v < 12 {
         return Vec::new();
     }
-    let img = c.image();
+    let img = b.node().image();
     let mut leaders = Vec::new();
     for t in topics.iter_mut() {
         let name = if v >= 13 {
@@ -443,11 +440,8 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             follower_read: false,
         });
     }
-    if replica.is_none()
-        && v >= 11
-        && let Some(c) = b.cluster()
-    {
-        select_replicas(c, req.rack_id.as_str(), &mut wanted);
+    if replica.is_none() && v >= 11 {
+        select_replicas(b.node(), req.rack_id.as_str(), &mut wanted);
     }
     let max_bytes = req.max_bytes.max(0) as usize;
     let min_bytes = req.min_bytes.max(0) as usize;
@@ -463,7 +457,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
             replica,
             replica_epoch,
             read_committed: replica.is_none() && req.isolation_level == 1,
-            cluster: b.cluster().map(|c| &**c),
+            cluster: b.node(),
         };
         let (outs, bytes, errors) = read_all(&wanted, max_bytes, fetcher);
         let done = bytes >= min_bytes || errors || Instant::now() >= deadline;
@@ -549,7 +543,7 @@ struct Fetcher<'a> {
     /// The follower's broker epoch (-1: not known).
     replica_epoch: i64,
     read_committed: bool,
-    cluster: Option<&'a crate::cluster::node::ClusterNode>,
+    cluster: &'a crate::cluster::node::ClusterNode,
 }
 
 /// Reads every wanted partition; returns the outputs, bytes found and whether any errored.
@@ -639,9 +633,7 @@ fn read_one(
         let read = p.read_for_follower(replica, &fetch, now_ms())?;
         if let Some(isr) = &read.isr_expansion {
             tracing::debug!(topic = %p.topic, partition = p.index, ?isr, "ISR expansion proposed");
-            if let Some(c) = cluster {
-                c.propose_isr(p);
-            }
+            cluster.propose_isr(p);
         }
         return Ok((read.slice, read.diverging));
     }

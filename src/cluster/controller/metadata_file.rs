@@ -6,12 +6,10 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use uuid::Uuid;
 
-use super::{Controller, Image, TopicInfo, write_atomically};
 use crate::cluster::features::FeatureLevels;
 use crate::config::dynamic::DynamicConfigs;
 use crate::security::acl::{
@@ -166,96 +164,6 @@ pub fn read(path: &std::path::Path, node_id: i32) -> Result<FileMetadata> {
         }
     }
     Ok(m)
-}
-
-impl Controller {
-    fn metadata_path(&self) -> PathBuf {
-        path_in(&self.config.log_dirs[0])
-    }
-
-    /// Reads `sluice-metadata` ([`read`]); the quotas and ACLs go straight to their owners.
-    pub(super) fn read_metadata_file(&self) -> Result<FileMetadata> {
-        let mut m = read(&self.metadata_path(), self.config.node_id)?;
-        self.client_quotas
-            .replace_all(std::mem::take(&mut m.quotas));
-        self.acls.replace_all(std::mem::take(&mut m.acls));
-        Ok(m)
-    }
-
-    pub(super) fn write_metadata_file(&self, image: &Image) -> Result<()> {
-        let mut topics: Vec<&Arc<TopicInfo>> = image.by_name.values().collect();
-        topics.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut text = String::new();
-        for t in topics {
-            text.push_str(&format!(
-                "topic\t{}\t{}\t{}\n",
-                t.name,
-                t.id,
-                t.partitions.len()
-            ));
-            for (k, v) in &t.configs {
-                text.push_str(&format!("config\t{k}\t{v}\n"));
-            }
-        }
-        let defaults = self.defaults();
-        for (who, map) in [
-            ("default".to_string(), &defaults.dynamic.cluster_default),
-            (
-                self.config.node_id.to_string(),
-                &defaults.dynamic.this_broker,
-            ),
-        ] {
-            for (k, v) in map {
-                text.push_str(&format!("broker-config\t{who}\t{k}\t{v}\n"));
-            }
-        }
-        let features = self.features.read().unwrap().clone();
-        for (name, level) in &features.overrides {
-            text.push_str(&format!("feature\t{name}\t{level}\n"));
-        }
-        if features.changes > 0 {
-            text.push_str(&format!("feature-changes\t{}\n", features.changes));
-        }
-        for (group, set) in self.group_configs.all() {
-            for (k, v) in set {
-                text.push_str(&format!(
-                    "group-config\t{}\t{k}\t{}\n",
-                    escape(&group),
-                    escape(&v)
-                ));
-            }
-        }
-        for ((user, mech), c) in self.scram.all() {
-            text.push_str(&format!(
-                "scram-credential\t{}\t{}\t{}\t{}\t{}\t{}\n",
-                escape(&user),
-                mech.name(),
-                c.iterations,
-                B64.encode(&c.salt),
-                B64.encode(&c.stored_key),
-                B64.encode(&c.server_key)
-            ));
-        }
-        for (entity, set) in self.client_quotas.all() {
-            for (k, v) in set {
-                text.push_str(&format!("client-quota\t{}\t{k}\t{v}\n", entity.to_field()));
-            }
-        }
-        for b in self.acls.snapshot().iter() {
-            let (p, e) = (&b.pattern, &b.entry);
-            text.push_str(&format!(
-                "acl\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
-                p.resource_type,
-                escape(&p.name),
-                p.pattern_type,
-                escape(&e.principal),
-                escape(&e.host),
-                e.operation,
-                e.permission
-            ));
-        }
-        write_atomically(&self.metadata_path(), text.as_bytes())
-    }
 }
 
 /// Every group's configs, by group id.

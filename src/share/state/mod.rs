@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use kafka_protocol::ResponseError as E;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::clock::now_ms;
 use crate::cluster::internal_topic::{InternalTopic, InternalTopics};
@@ -105,9 +105,8 @@ pub struct ShareStates {
     shard: Mutex<shard::Shard>,
     /// One write at a time: a record is decided, appended and applied before the next.
     writes: tokio::sync::Mutex<()>,
-    /// In a cluster: the partitions this broker leads, by index, with their leader epoch.
+    /// The partitions this broker leads, by index, with their leader epoch.
     partitions: Mutex<HashMap<i32, Load>>,
-    clustered: bool,
 }
 
 fn refusal(code: i16) -> Refusal {
@@ -118,7 +117,7 @@ fn refusal(code: i16) -> Refusal {
 }
 
 impl ShareStates {
-    pub fn new(cfg: StateConfig, topics: Arc<dyn InternalTopics>, clustered: bool) -> ShareStates {
+    pub fn new(cfg: StateConfig, topics: Arc<dyn InternalTopics>) -> ShareStates {
         ShareStates {
             cfg,
             topics,
@@ -126,7 +125,6 @@ impl ShareStates {
             shard: Mutex::new(shard::Shard::new(cfg.updates_per_snapshot)),
             writes: tokio::sync::Mutex::new(()),
             partitions: Mutex::new(HashMap::new()),
-            clustered,
         }
     }
 
@@ -151,56 +149,32 @@ impl ShareStates {
     }
 
     /// The state partition of `key` if this broker coordinates it, with the leader epoch it
-    /// was loaded in (cluster); NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS otherwise.
-    async fn coordinates(&self, key: &Key) -> Result<(i32, Option<i32>), Refusal> {
+    /// was loaded in; NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS otherwise.
+    async fn coordinates(&self, key: &Key) -> Result<Leader, Refusal> {
         let topic = self.ensure_topic().await.map_err(refusal)?;
         let partition = partition_for(key, topic.partition_count as i32);
-        if !self.clustered {
-            return Ok((partition, None));
-        }
         match self.partitions.lock().unwrap().get(&partition) {
-            Some(Load::Loaded(epoch)) => Ok((partition, Some(*epoch))),
+            Some(Load::Loaded(epoch)) => Ok(Leader {
+                partition,
+                epoch: *epoch,
+            }),
             Some(Load::Loading(_)) => Err(refusal(E::CoordinatorLoadInProgress.code())),
             None => Err(refusal(E::NotCoordinator.code())),
         }
     }
 
-    /// Appends `v` for `key` to its partition and applies it once written (committed, in a
-    /// cluster).
-    async fn append(&self, key: &Key, at: (i32, Option<i32>), v: Value) -> Result<(), Refusal> {
+    /// Appends `v` for `key` to its partition and applies it once committed.
+    async fn append(&self, key: &Key, at: Leader, v: Value) -> Result<(), Refusal> {
         let (k, value) = records::encode(key, &v);
         let mut buf = crate::group::store::encode_batch(&vec![(k, value)], now_ms(), None)
             .map_err(|e| {
                 warn!("cannot encode {TOPIC} records: {e:#}");
                 refusal(E::UnknownServerError.code())
             })?;
-        let (partition, epoch) = at;
-        match epoch {
-            Some(epoch) => {
-                let timeout = Duration::from_millis(self.cfg.write_timeout_ms);
-                crate::group::store::append_committed(
-                    &*self.topics,
-                    TOPIC,
-                    &key.0,
-                    Leader { partition, epoch },
-                    &mut buf,
-                    timeout,
-                )
-                .await
-                .map_err(refusal)?;
-            }
-            None => {
-                let p = self
-                    .topics
-                    .topic(TOPIC)
-                    .and_then(|t| t.partition(partition).cloned())
-                    .ok_or(refusal(E::NotCoordinator.code()))?;
-                p.append_as_coordinator(&mut buf, i32::MAX as usize, 1)
-                    .map_err(|e| {
-                        refusal(crate::group::store::refused(TOPIC, &key.0, partition, e))
-                    })?;
-            }
-        }
+        let timeout = Duration::from_millis(self.cfg.write_timeout_ms);
+        crate::group::store::append_committed(&*self.topics, TOPIC, &key.0, at, &mut buf, timeout)
+            .await
+            .map_err(refusal)?;
         self.shard.lock().unwrap().apply(key, v);
         Ok(())
     }
@@ -277,14 +251,6 @@ impl ShareStates {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
-
-    /// Installs what a replay found (start-up on one node).
-    pub fn install(&self, replayed: Vec<(Key, Value)>) {
-        let mut shard = self.shard.lock().unwrap();
-        for (k, v) in replayed {
-            shard.apply(&k, v);
-        }
-    }
 }
 
 /// The records of one `__share_group_state` partition, in log order.
@@ -303,19 +269,6 @@ pub fn replay_partition(p: &Partition) -> anyhow::Result<Vec<(Key, Value)>> {
             Err(e) => warn!("{TOPIC}-{}: unreadable key: {e}", p.index),
         }
     })?;
-    Ok(out)
-}
-
-/// Every record of `__share_group_state` on this node (start-up on one node).
-pub fn load(b: &crate::cluster::Controller) -> anyhow::Result<Vec<(Key, Value)>> {
-    let Some(topic) = b.topic(TOPIC) else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for p in &topic.partitions {
-        out.extend(replay_partition(p)?);
-    }
-    info!(records = out.len(), "loaded {TOPIC}");
     Ok(out)
 }
 
