@@ -1,7 +1,7 @@
 //! The broker: configuration plus the owners of all state (the controller owns topics and
 //! partitions; each partition owns its log). Handlers get an `Arc<Broker>`.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -11,20 +11,22 @@ use tracing::info;
 use crate::clock::now_ms;
 use crate::cluster::internal_topic::{EnsureFuture, InternalTopic, InternalTopics};
 use crate::cluster::metadata::MetadataImage;
-use crate::cluster::node::{ClusterNode, Reconciled, ReplicaHost};
+use crate::cluster::node::{ClusterNode, NodeCell, Reconciled, ReplicaHost};
 use crate::cluster::{Controller, Partition, TopicError, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
 
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
-    pub controller: Controller,
+    pub controller: Arc<Controller>,
     /// This node's advertised listeners, each with the host clients get.
     pub advertised: Vec<crate::config::Listener>,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
     pub groups: Arc<Coordinator>,
     /// The transaction coordinator; it persists through `__transaction_state`.
     pub txns: Arc<crate::txn::Coordinator>,
+    /// Where the transaction coordinator's markers go (and WriteTxnMarkers' local writes).
+    pub markers: Arc<crate::api::txn_markers::BrokerMarkers>,
     /// Share groups and share partitions (their in-flight records); they persist through
     /// `share_states`.
     pub share: Arc<crate::share::Coordinator>,
@@ -33,12 +35,12 @@ pub struct Broker {
     /// The share coordinator: share-partition states in `__share_group_state`.
     pub share_states: Arc<crate::share::state::ShareStates>,
     /// Connections to the other brokers for the transaction coordinator's requests.
-    pub peers: crate::txn::peers::Peers,
+    pub peers: Arc<crate::txn::peers::Peers>,
     /// How this broker connects to the other brokers (the inter-broker listener's security).
     pub inter_broker: crate::net::client::InterBroker,
     /// The metadata quorum (one voter on a single node) and this broker's part in the
     /// cluster; set by `run` before any listener accepts (`Broker::node`).
-    pub cluster: OnceLock<Arc<ClusterNode>>,
+    pub cluster: NodeCell,
     /// The log cleaner (compacted topics), its threads started by `spawn_background`.
     pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
     /// The per-client quota rates (the quotas themselves are the controller's).
@@ -106,75 +108,79 @@ impl Broker {
         );
         let fetch_session_slots = config.max_incremental_fetch_session_cache_slots;
         let offsets_topic = store::OffsetsTopic::from_broker(&config);
-        let broker = Arc::new_cyclic(|me| {
-            let internal_topics: Arc<dyn InternalTopics> = Arc::new(BrokerTopics(me.clone()));
-            let log = Arc::new(store::TopicLog::new(internal_topics.clone(), offsets_topic));
-            let share_states = Arc::new(crate::share::state::ShareStates::new(
-                share_state_config,
-                internal_topics.clone(),
-            ));
-            let peers = crate::txn::peers::Peers::new(
-                config.node_id,
-                config.socket_request_max_bytes,
-                inter_broker.clone(),
-                Box::new({
-                    let me = me.clone();
-                    move |id| me.upgrade()?.peer_address(id)
-                }),
-            );
-            let share = crate::share::Coordinator::open(share_config, Some(share_states.clone()));
-            share_states.rebuilds(&share);
-            let schemas = Arc::new(crate::registry::Registry::new(
-                internal_topics.clone(),
-                // a single node (one voter or file mode) keeps `_schemas` on itself
-                if config.cluster.as_ref().is_some_and(|c| !c.one_voter) {
-                    config.schema_registry_replication_factor
-                } else {
-                    1
-                },
-            ));
-            Broker {
-                faults: crate::faults::Registry::new(config.faults_enabled),
-                schemas,
-                config,
-                controller,
-                advertised,
-                groups: Coordinator::clustered(group_config, log),
-                txns: crate::txn::Coordinator::new(
-                    txn_config,
-                    Arc::new(crate::txn::store::TopicLog::new(internal_topics.clone())),
-                    Arc::new(crate::api::txn_markers::BrokerMarkers::new(me.clone())),
-                    Arc::new(BrokerIds(me.clone())),
-                ),
-                share,
-                internal_topics,
-                share_states,
-                peers,
-                inter_broker,
-                cluster: OnceLock::new(),
-                cleaner,
-                quotas,
-                metrics,
-                authorizer,
-                fetch_sessions: std::sync::Mutex::new(crate::api::fetch::SessionCache::new(
-                    fetch_session_slots,
-                )),
-            }
+        let controller = Arc::new(controller);
+        let cluster = NodeCell::default();
+        let internal_topics: Arc<dyn InternalTopics> = Arc::new(BrokerTopics {
+            replicas: controller.clone(),
+            node: cluster.clone(),
         });
-        let me = Arc::downgrade(&broker);
-        broker.groups.set_topics_source(Box::new(move || {
-            me.upgrade()
-                .map(|b| crate::api::consumer_group_heartbeat::topics(&b))
-                .unwrap_or_default()
+        let log = Arc::new(store::TopicLog::new(internal_topics.clone(), offsets_topic));
+        let share_states = Arc::new(crate::share::state::ShareStates::new(
+            share_state_config,
+            internal_topics.clone(),
+        ));
+        let peers = Arc::new(crate::txn::peers::Peers::new(
+            config.node_id,
+            config.socket_request_max_bytes,
+            inter_broker.clone(),
+            Box::new({
+                let node = cluster.clone();
+                move |id| peer_address(node.get()?, id)
+            }),
+        ));
+        let share = crate::share::Coordinator::open(share_config, Some(share_states.clone()));
+        share_states.rebuilds(&share);
+        let schemas = Arc::new(crate::registry::Registry::new(
+            internal_topics.clone(),
+            // a single node keeps `_schemas` on itself
+            if config.cluster.as_ref().is_some_and(|c| !c.one_voter) {
+                config.schema_registry_replication_factor
+            } else {
+                1
+            },
+        ));
+        let groups = Coordinator::clustered(group_config, log);
+        groups.set_topics_source(Box::new({
+            let replicas = controller.clone();
+            move || crate::api::consumer_group_heartbeat::topics(&replicas)
         }));
+        let markers = Arc::new(crate::api::txn_markers::BrokerMarkers {
+            node_id: config.node_id,
+            replicas: controller.clone(),
+            node: cluster.clone(),
+            groups: groups.clone(),
+            peers: peers.clone(),
+        });
+        let txns = crate::txn::Coordinator::new(
+            txn_config,
+            Arc::new(crate::txn::store::TopicLog::new(internal_topics.clone())),
+            markers.clone(),
+            Arc::new(NodeIds(cluster.clone())),
+        );
+        let broker = Arc::new(Broker {
+            faults: crate::faults::Registry::new(config.faults_enabled),
+            schemas,
+            config,
+            controller,
+            advertised,
+            groups,
+            txns,
+            markers,
+            share,
+            internal_topics,
+            share_states,
+            peers,
+            inter_broker,
+            cluster,
+            cleaner,
+            quotas,
+            metrics,
+            authorizer,
+            fetch_sessions: std::sync::Mutex::new(crate::api::fetch::SessionCache::new(
+                fetch_session_slots,
+            )),
+        });
         Ok(broker)
-    }
-
-    /// The inter-broker listener address of broker `id`, from the metadata image.
-    fn peer_address(&self, id: i32) -> Option<String> {
-        let c = self.cluster()?;
-        let img = c.image();
-        crate::cluster::node::replicas::addresses(&img, &c.config.inter_broker_listener).remove(&id)
     }
 
     /// Makes `__transaction_state` exist (`txn::ensure_ready`).
@@ -251,11 +257,11 @@ impl Broker {
         self.groups.start();
         self.txns.start();
         self.share.start();
-        let me = Arc::downgrade(self);
+        let replicas = Arc::downgrade(&self.controller);
         let controller: crate::cluster::log_cleaner::WithController = Arc::new(
-            move |pass: &mut dyn FnMut(&Controller)| match me.upgrade() {
-                Some(b) => {
-                    pass(&b.controller);
+            move |pass: &mut dyn FnMut(&Controller)| match replicas.upgrade() {
+                Some(c) => {
+                    pass(&c);
                     true
                 }
                 None => false,
@@ -308,21 +314,30 @@ impl Broker {
     }
 }
 
-/// The coordinators' internal topics on this broker: the controller's topics, created by the
-/// controller on one node and through the active controller in a cluster.
-struct BrokerTopics(Weak<Broker>);
+/// The inter-broker listener address of broker `id`, from the metadata image.
+fn peer_address(node: &ClusterNode, id: i32) -> Option<String> {
+    let img = node.image();
+    crate::cluster::node::replicas::addresses(&img, &node.config.inter_broker_listener).remove(&id)
+}
+
+/// The coordinators' internal topics on this broker: the topics it holds replicas of,
+/// created through the active controller.
+struct BrokerTopics {
+    replicas: Arc<Controller>,
+    node: NodeCell,
+}
 
 impl InternalTopics for BrokerTopics {
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
-        self.0.upgrade()?.controller.topic(name)
+        self.replicas.topic(name)
     }
 
     fn ensure<'a>(&'a self, t: InternalTopic<'a>) -> EnsureFuture<'a> {
         Box::pin(async move {
-            let b = self.0.upgrade().ok_or(E::CoordinatorNotAvailable.code())?;
-            if let Some(topic) = b.controller.topic(t.name) {
+            if let Some(topic) = self.replicas.topic(t.name) {
                 return Ok(topic);
             }
+            let node = self.node.get().ok_or(E::CoordinatorNotAvailable.code())?;
             let create = crate::cluster::control::active::CreateTopic {
                 name: t.name.to_string(),
                 num_partitions: t.num_partitions,
@@ -330,8 +345,7 @@ impl InternalTopics for BrokerTopics {
                 assignments: None,
                 configs: t.configs,
             };
-            let created = b
-                .node()
+            let created = node
                 .create_topics(vec![create], false)
                 .await
                 .pop()
@@ -341,22 +355,22 @@ impl InternalTopics for BrokerTopics {
                 Ok(()) | Err(TopicError::AlreadyExists(_)) => {}
                 Err(e) => info!("cannot create {} yet: {e:?}", t.name),
             }
-            b.controller
+            self.replicas
                 .topic(t.name)
                 .ok_or(E::CoordinatorNotAvailable.code())
         })
     }
 }
 
-/// The transaction coordinator's producer ids: this broker's allocation.
-struct BrokerIds(Weak<Broker>);
+/// The transaction coordinator's producer ids: the controller's blocks.
+struct NodeIds(NodeCell);
 
-impl crate::txn::coordinator::ProducerIds for BrokerIds {
+impl crate::txn::coordinator::ProducerIds for NodeIds {
     fn allocate(&self) -> crate::txn::coordinator::IdFuture<'_> {
         use crate::txn::state::COORDINATOR_NOT_AVAILABLE;
         Box::pin(async move {
-            let b = self.0.upgrade().ok_or(COORDINATOR_NOT_AVAILABLE)?;
-            b.allocate_producer_id().await.map_err(|e| {
+            let node = self.0.get().ok_or(COORDINATOR_NOT_AVAILABLE)?;
+            node.allocate_producer_id().await.map_err(|e| {
                 tracing::warn!("producer id allocation failed: {e:#}");
                 COORDINATOR_NOT_AVAILABLE
             })

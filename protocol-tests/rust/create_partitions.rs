@@ -7,7 +7,9 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Client, TestBroker, coordinator, record_batch, record_batch_from};
+use common::{
+    Client, TestBroker, coordinator, create_topic_request, record_batch, record_batch_from,
+};
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
 };
@@ -265,6 +267,37 @@ fn errors_as_kafka_answers_them() {
     );
     assert_eq!(partition_count(&mut c, "cp"), 3);
     assert_eq!(partition_count(&mut c, "other"), 2);
+
+    // CreateTopics has the same bound over all its topics (Kafka's controller message).
+    let mut big = create_topic_request("big-a", 6_000, 1, &[]);
+    big.topics
+        .extend(create_topic_request("big-b", 4_001, 1, &[]).topics);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &big);
+    let got: Vec<(String, i16, Option<String>)> = r
+        .topics
+        .iter()
+        .map(|t| {
+            let m = t.error_message.as_ref().map(|m| m.to_string());
+            (t.name.0.to_string(), t.error_code, m)
+        })
+        .collect();
+    let too_many = msg("Excessively large number of partitions per request.");
+    assert_eq!(
+        got,
+        vec![
+            ("big-a".into(), POLICY_VIOLATION, too_many.clone()),
+            ("big-b".into(), POLICY_VIOLATION, too_many),
+        ]
+    );
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let md: MetadataResponse = c.call(ApiKey::Metadata, 12, &all);
+    assert!(
+        md.topics
+            .iter()
+            .all(|t| t.name.as_ref().is_none_or(|n| !n.0.starts_with("big-"))),
+        "nothing created"
+    );
 
     // Every served version answers the same; the last one grows the topic.
     for v in 0..=2 {

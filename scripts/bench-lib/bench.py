@@ -386,20 +386,25 @@ class Bench:
 
     def create(self, name, partitions=1, timeout_ms=120000):
         """Creates a topic and waits until every partition has a leader; returns (seconds to
-        the CreateTopics response, seconds until ready, how). Kafka's KRaft controller refuses
-        one operation of more than 10,000 records (POLICY_VIOLATION, 'excessively large batch
-        operation'), i.e. a topic of 10,000 partitions: then the topic is created with half
-        and grown with CreatePartitions, as a Kafka operator has to."""
+        the CreateTopics response, seconds until ready, how). Both brokers refuse one request
+        of more than 10,000 partitions (Sluice) or 10,000 records (Kafka's KRaft controller: a
+        topic of 10,000 partitions is 10,001 records) with POLICY_VIOLATION: then the topic is
+        created with at most 5,000 and grown with CreatePartitions 5,000 at a time, as an
+        operator has to."""
         how = "CreateTopics"
+        step = 5_000
         with kwire.connect(self.port, timeout=60) as s:
             t0 = time.monotonic()
             err, msg = kwire.create_topic(s, name, partitions, timeout_ms=timeout_ms)
             if err == 44 and partitions > 1:
                 how = "CreateTopics + CreatePartitions"
-                err, msg = kwire.create_topic(s, name, partitions // 2, timeout_ms=timeout_ms,
-                                              corr=2)
-                if not err:
-                    err, msg = kwire.create_partitions(s, name, partitions, timeout_ms, corr=3)
+                have = min(partitions // 2, step)
+                err, msg = kwire.create_topic(s, name, have, timeout_ms=timeout_ms, corr=2)
+                corr = 3
+                while not err and have < partitions:
+                    have = min(have + step, partitions)
+                    err, msg = kwire.create_partitions(s, name, have, timeout_ms, corr=corr)
+                    corr += 1
             t_resp = time.monotonic() - t0
         if err:
             raise RuntimeError(f"{how} {name}: error {err} {msg}")

@@ -33,8 +33,8 @@ pub const SPEC: ApiSpec = ApiSpec {
 };
 
 /// The cluster's topics as the consumer group assignment sees them.
-pub fn topics(b: &Broker) -> Topics {
-    b.controller
+pub fn topics(replicas: &crate::cluster::Controller) -> Topics {
+    replicas
         .topics()
         .into_iter()
         .map(|t| {
@@ -78,7 +78,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         client_id: ctx.client_id.clone().unwrap_or_default(),
         client_host: ctx.client_host(),
     };
-    let topics = topics(&b);
+    let topics = topics(&b.controller);
     let mut resp = ConsumerGroupHeartbeatResponse::default();
     let group = req.group_id.0.as_str();
     let mut subscribed = req.subscribed_topic_names.iter().flatten();

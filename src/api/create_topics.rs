@@ -7,6 +7,7 @@
 //! the topic id.
 
 use crate::cluster::control::active::CreateTopic;
+use crate::cluster::control::new_partitions::MAX_ADDITIONAL_PARTITIONS_PER_REQUEST;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -81,6 +82,20 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
     for t in &req.topics {
         *counts.entry(t.name.0.to_string()).or_default() += 1;
     }
+    // Kafka's controller refuses a request whose topics (those not refused already as
+    // duplicates or unauthorised) would add more than 10,000 partitions in all, every one of
+    // them with POLICY_VIOLATION: one metadata operation stays bounded.
+    let requested: i64 = req
+        .topics
+        .iter()
+        .filter(|t| counts[t.name.0.as_str()] == 1 && ctx.may_create_topic(&b, &t.name.0))
+        .map(|t| match (t.assignments.len(), t.num_partitions) {
+            (0, -1) => b.config.num_partitions.max(0) as i64,
+            (0, n) => n.max(0) as i64,
+            (n, _) => n as i64,
+        })
+        .sum();
+    let too_large = requested > MAX_ADDITIONAL_PARTITIONS_PER_REQUEST;
     let mut resp = CreateTopicsResponse::default();
     for t in req.topics {
         let name = t.name.0.to_string();
@@ -102,6 +117,11 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                 return Err(TopicError::InvalidTopic(format!(
                     "Create topics request from client contains multiple entries for topic {name}"
                 )));
+            }
+            if too_large {
+                return Err(TopicError::PolicyViolation(
+                    "Excessively large number of partitions per request.".into(),
+                ));
             }
             let mut configs = BTreeMap::new();
             for c in &t.configs {

@@ -1,12 +1,13 @@
 //! The transaction coordinator's marker writer over this broker: each partition's COMMIT or
 //! ABORT marker goes to that partition's leader, through `Partition::append_marker_with_acks`
-//! when this broker leads it ([`write_local`], also what WriteTxnMarkers does) and as a
+//! when this broker leads it ([`BrokerMarkers::write_local`], also what WriteTxnMarkers does)
+//! and as a
 //! WriteTxnMarkers request to the leader otherwise, as Kafka's
 //! TransactionMarkerChannelManager does. The coordinator judges the answers
 //! (`txn::markers::classify`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Weak;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError as E;
@@ -19,24 +20,28 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
-use crate::broker::Broker;
+use crate::cluster::Controller;
+use crate::cluster::node::NodeCell;
 use crate::cluster::partition::AckOutcome;
+use crate::group::Coordinator as GroupCoordinator;
 use crate::producer::TxnMarker;
 use crate::txn::markers::{
     MarkerFuture, MarkerRequest, MarkerWriter, WRITE_TXN_MARKERS_VERSION, Written,
 };
-use crate::txn::peers::Purpose;
+use crate::txn::peers::{Peers, Purpose};
 use crate::txn::state::TopicPartition;
 
-/// The broker's marker writer.
+/// The broker's marker writer: what it needs of the broker, wired by `Broker::open_gated`.
 pub struct BrokerMarkers {
-    broker: Weak<Broker>,
-}
-
-impl BrokerMarkers {
-    pub fn new(broker: Weak<Broker>) -> BrokerMarkers {
-        BrokerMarkers { broker }
-    }
+    pub node_id: i32,
+    /// The partitions this broker holds (markers to those it leads are written here).
+    pub replicas: Arc<Controller>,
+    /// The metadata image: who leads each partition.
+    pub node: NodeCell,
+    /// Settles the group offsets a transaction committed in `__consumer_offsets`.
+    pub groups: Arc<GroupCoordinator>,
+    /// WriteTxnMarkers to the other leaders.
+    pub peers: Arc<Peers>,
 }
 
 /// Where a partition's marker goes.
@@ -48,8 +53,11 @@ enum Leader {
     Gone,
 }
 
-fn leader_of(b: &Broker, topic: &str, partition: i32) -> Leader {
-    let img = b.node().image();
+fn leader_of(node: &NodeCell, me: i32, topic: &str, partition: i32) -> Leader {
+    let Some(node) = node.get() else {
+        return Leader::Unknown;
+    };
+    let img = node.image();
     let Some(t) = img.topic(topic) else {
         return Leader::Gone;
     };
@@ -59,7 +67,7 @@ fn leader_of(b: &Broker, topic: &str, partition: i32) -> Leader {
     else {
         return Leader::Gone;
     };
-    if p.leader == b.node_id() {
+    if p.leader == me {
         Leader::Local
     } else if p.leader >= 0 && img.brokers.get(&p.leader).is_some_and(|s| !s.fenced) {
         Leader::Remote(p.leader)
@@ -71,16 +79,13 @@ fn leader_of(b: &Broker, topic: &str, partition: i32) -> Leader {
 impl MarkerWriter for BrokerMarkers {
     fn write<'a>(&'a self, m: &'a MarkerRequest) -> MarkerFuture<'a> {
         Box::pin(async move {
-            let Some(b) = self.broker.upgrade() else {
-                return Vec::new();
-            };
             let timeout = crate::txn::REQUEST_TIMEOUT;
             let mut out = Vec::new();
             let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
             for tp in &m.partitions {
-                match leader_of(&b, &tp.0, tp.1) {
+                match leader_of(&self.node, self.node_id, &tp.0, tp.1) {
                     Leader::Local => {
-                        let code = write_local(&b, &m.marker(), &tp.0, tp.1, timeout).await;
+                        let code = self.write_local(&m.marker(), &tp.0, tp.1, timeout).await;
                         out.push((tp.clone(), Written::Code(code)));
                     }
                     Leader::Remote(id) => remote.entry(id).or_default().push(tp.clone()),
@@ -91,7 +96,7 @@ impl MarkerWriter for BrokerMarkers {
                 }
             }
             for (id, tps) in remote {
-                let codes = send(&b, id, m, &tps, timeout).await;
+                let codes = send(&self.peers, id, m, &tps, timeout).await;
                 out.extend(
                     tps.into_iter()
                         .zip(codes)
@@ -106,7 +111,7 @@ impl MarkerWriter for BrokerMarkers {
 /// WriteTxnMarkers to broker `id` for `tps`: each partition's error code (all
 /// NETWORK_EXCEPTION, a retriable one, when the broker cannot be reached).
 async fn send(
-    b: &Broker,
+    peers: &Peers,
     id: i32,
     m: &MarkerRequest,
     tps: &[TopicPartition],
@@ -132,7 +137,7 @@ async fn send(
         .collect();
     let mut req = WriteTxnMarkersRequest::default();
     req.markers = vec![marker];
-    let call = b.peers.call::<_, WriteTxnMarkersResponse>(
+    let call = peers.call::<_, WriteTxnMarkersResponse>(
         (id, Purpose::Markers),
         (ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION),
         &req,
@@ -163,50 +168,52 @@ async fn send(
     }
 }
 
-/// Writes `marker` to this broker's replica of `topic`-`partition` as its leader, with
-/// acks=all (waiting up to `timeout` for the in-sync replicas): the error code to answer
-/// with (0: written). A marker in `__consumer_offsets` then settles the group offsets the
-/// transaction committed (`group::Coordinator::complete_txn`). Used for this broker's own
-/// transactions and for WriteTxnMarkers.
-pub async fn write_local(
-    b: &Broker,
-    marker: &TxnMarker,
-    topic: &str,
-    partition: i32,
-    timeout: Duration,
-) -> i16 {
-    let Some(t) = b.controller.topic(topic) else {
-        return E::UnknownTopicOrPartition.code();
-    };
-    let p = match super::local_partition(&t, partition) {
-        Ok(p) => p.clone(),
-        Err(code) => return code,
-    };
-    let appended = match p.append_marker_with_acks(marker, None, -1) {
-        Ok(a) => a,
-        Err(e) => return crate::cluster::errors::partition_error_code(&e),
-    };
-    let required = appended.info.last_offset + 1;
-    let code = match p
-        .wait_for_ack(required, appended.leader_epoch, timeout)
-        .await
-    {
-        AckOutcome::Acked => 0,
-        AckOutcome::NotLeader => E::NotLeaderOrFollower.code(),
-        AckOutcome::NotEnoughReplicasAfterAppend => E::NotEnoughReplicasAfterAppend.code(),
-        AckOutcome::TimedOut => E::RequestTimedOut.code(),
-    };
-    if code != 0 || topic != crate::group::store::TOPIC {
-        return code;
-    }
-    // The group coordinator settles the offsets the transaction committed there. If it does
-    // not serve the partition (yet), the marker is retried, as Kafka's coordinator answers.
-    match b
-        .groups
-        .complete_txn(partition, marker.producer_id, marker.commit)
-        .await
-    {
-        Ok(()) => 0,
-        Err(_) => E::NotLeaderOrFollower.code(),
+impl BrokerMarkers {
+    /// Writes `marker` to this broker's replica of `topic`-`partition` as its leader, with
+    /// acks=all (waiting up to `timeout` for the in-sync replicas): the error code to answer
+    /// with (0: written). A marker in `__consumer_offsets` then settles the group offsets the
+    /// transaction committed (`group::Coordinator::complete_txn`). Used for this broker's own
+    /// transactions and for WriteTxnMarkers.
+    pub async fn write_local(
+        &self,
+        marker: &TxnMarker,
+        topic: &str,
+        partition: i32,
+        timeout: Duration,
+    ) -> i16 {
+        let Some(t) = self.replicas.topic(topic) else {
+            return E::UnknownTopicOrPartition.code();
+        };
+        let p = match super::local_partition(&t, partition) {
+            Ok(p) => p.clone(),
+            Err(code) => return code,
+        };
+        let appended = match p.append_marker_with_acks(marker, None, -1) {
+            Ok(a) => a,
+            Err(e) => return crate::cluster::errors::partition_error_code(&e),
+        };
+        let required = appended.info.last_offset + 1;
+        let code = match p
+            .wait_for_ack(required, appended.leader_epoch, timeout)
+            .await
+        {
+            AckOutcome::Acked => 0,
+            AckOutcome::NotLeader => E::NotLeaderOrFollower.code(),
+            AckOutcome::NotEnoughReplicasAfterAppend => E::NotEnoughReplicasAfterAppend.code(),
+            AckOutcome::TimedOut => E::RequestTimedOut.code(),
+        };
+        if code != 0 || topic != crate::group::store::TOPIC {
+            return code;
+        }
+        // The group coordinator settles the offsets the transaction committed there. If it does
+        // not serve the partition (yet), the marker is retried, as Kafka's coordinator answers.
+        match self
+            .groups
+            .complete_txn(partition, marker.producer_id, marker.commit)
+            .await
+        {
+            Ok(()) => 0,
+            Err(_) => E::NotLeaderOrFollower.code(),
+        }
     }
 }

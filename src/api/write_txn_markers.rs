@@ -24,7 +24,6 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use super::authz::Op;
-use super::txn_markers::write_local;
 use super::{ApiSpec, RequestCtx};
 use crate::broker::Broker;
 use crate::net::response::Response;
@@ -62,7 +61,10 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     pr.partition_index = p;
                     pr.error_code = match refused {
                         Some(code) => code,
-                        None => write_local(b, marker, topic, p, crate::txn::REQUEST_TIMEOUT).await,
+                        None => {
+                            let timeout = crate::txn::REQUEST_TIMEOUT;
+                            b.markers.write_local(marker, topic, p, timeout).await
+                        }
                     };
                     pr
                 }

@@ -5,8 +5,8 @@
 
 use super::super::controller::{MAX_PARTITIONS_PER_TOPIC, TopicError};
 
-/// Most partitions one CreatePartitions request may add over all its topics (Kafka's
-/// `MAX_RECORDS_PER_USER_OP`).
+/// Most partitions one CreateTopics or CreatePartitions request may add over all its topics
+/// (Kafka's `MAX_RECORDS_PER_USER_OP`).
 pub const MAX_ADDITIONAL_PARTITIONS_PER_REQUEST: i64 = 10_000;
 
 /// Kafka's `validateTotalNumberOfPartitions`: the partitions a request would add, summed over

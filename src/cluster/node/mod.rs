@@ -254,6 +254,11 @@ pub async fn run_controller_only(q: QuorumHandle, cc: ClusterConfig, stop: Cance
 }
 
 /// A running cluster node: the quorum, this broker's registration, its replicas' roles.
+/// Where this node's [`ClusterNode`] is found once started: the broker and the narrow handles
+/// it wires into its services (internal topics, producer ids, markers, peers) share one cell,
+/// set before any listener accepts a connection.
+pub type NodeCell = Arc<std::sync::OnceLock<Arc<ClusterNode>>>;
+
 pub struct ClusterNode {
     pub config: ClusterConfig,
     pub node_id: i32,
