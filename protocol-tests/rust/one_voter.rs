@@ -349,7 +349,11 @@ fn a_single_nodes_metadata_file_is_carried_into_the_quorum_on_upgrade() {
     for (name, _, parts, configs) in old_format::topics() {
         assert_eq!(partition_count(&mut c, name), parts, "{name}'s partitions");
         for (k, v) in configs {
-            assert_eq!(topic_config(&mut c, name, k).as_deref(), Some(v), "{name} {k}");
+            assert_eq!(
+                topic_config(&mut c, name, k).as_deref(),
+                Some(v),
+                "{name} {k}"
+            );
         }
     }
     let before = held(&mut c);
@@ -394,7 +398,11 @@ fn a_single_nodes_metadata_file_is_carried_into_the_quorum_on_upgrade() {
     assert_eq!(topic_ids(&mut c), ids, "topic ids after kill -9");
     assert_eq!(held(&mut c).3, before.3, "ACLs after kill -9");
     assert_eq!(read_all(&mut c, "kept").expect("read kept").len(), 4);
-    assert_eq!(committed(&mut c, group, topic), offset, "committed offset after kill -9");
+    assert_eq!(
+        committed(&mut c, group, topic),
+        offset,
+        "committed offset after kill -9"
+    );
     assert_eq!(
         b.log().matches("into the metadata log").count(),
         1,

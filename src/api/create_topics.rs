@@ -185,7 +185,12 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
                     assignments,
                     configs: configs.clone(),
                 };
-                match b.node().create_topics(vec![ct], req.validate_only).await.pop() {
+                match b
+                    .node()
+                    .create_topics(vec![ct], req.validate_only)
+                    .await
+                    .pop()
+                {
                     Some(r) => r.map(|id| (id, partitions, rf, configs)),
                     None => Err(TopicError::UnknownTopic),
                 }

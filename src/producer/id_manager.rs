@@ -41,7 +41,11 @@ mod tests {
     #[test]
     fn reads_the_next_block_start() {
         let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(next_unused(tmp.path()).unwrap(), 0, "no file: nothing handed out");
+        assert_eq!(
+            next_unused(tmp.path()).unwrap(),
+            0,
+            "no file: nothing handed out"
+        );
         let path = tmp.path().join(FILE_NAME);
         std::fs::write(&path, "version=1\nnext.block.start=3000\n").unwrap();
         assert_eq!(next_unused(tmp.path()).unwrap(), 3000);

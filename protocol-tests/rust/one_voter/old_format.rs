@@ -27,9 +27,15 @@ pub const COMMITTED: (&str, &str, i64) = ("readers", "kept", 2);
 /// The records of `kept`-0.
 pub const RECORDS: [&[u8]; 3] = [b"one", b"two", b"three"];
 
-/// (name, id, partitions, configs) of every topic the fixture holds.
-pub fn topics() -> Vec<(&'static str, Uuid, i32, Vec<(&'static str, &'static str)>)> {
-    let compact = vec![("cleanup.policy", "compact"), ("segment.bytes", "104857600")];
+/// A topic of the fixture: (name, id, partitions, configs).
+pub type Topic = (&'static str, Uuid, i32, Vec<(&'static str, &'static str)>);
+
+/// Every topic the fixture holds.
+pub fn topics() -> Vec<Topic> {
+    let compact = vec![
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "104857600"),
+    ];
     vec![
         (
             "__consumer_offsets",
@@ -109,7 +115,12 @@ pub fn write(dir: &Path) {
     let (group, topic, offset) = COMMITTED;
     let (txn_id, pid, epoch) = TXN;
     let mut filled: Vec<(String, i32, Bytes, i64)> = vec![
-        ("kept".into(), 0, batch(&RECORDS.map(|v| (None, v.to_vec()))), 3),
+        (
+            "kept".into(),
+            0,
+            batch(&RECORDS.map(|v| (None, v.to_vec()))),
+            3,
+        ),
         (
             "__consumer_offsets".into(),
             partition_for(group, 50),
