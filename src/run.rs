@@ -148,10 +148,17 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
         .map_err(|e| anyhow!("{e:#}{}", fd_limit_hint(&e, &log_dirs)))?;
     if let Some(q) = quorum {
         let host: std::sync::Weak<dyn node::ReplicaHost> = Arc::downgrade(&broker) as _;
+        let inter_broker = broker.config.cluster.as_ref();
+        let http = broker.config.http_listener.as_ref().zip(running.http_addr);
+        let endpoints = node::registered_endpoints(
+            &broker.advertised,
+            inter_broker.map_or("", |cc| cc.inter_broker_listener.as_str()),
+            http.map(|(l, bound)| (l.host.as_str(), bound.port())),
+        );
         let node = node::ClusterNode::start(
             q,
             &broker.config,
-            broker.advertised.clone(),
+            endpoints,
             broker.inter_broker.clone(),
             host,
         );

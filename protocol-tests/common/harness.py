@@ -14,12 +14,15 @@ FAIL as not run.
 
 Usage: python3 test_x.py [scenario ...]   (no argument: run all)
 """
+import json
 import os
 import socket
 import sys
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 
 BOOTSTRAP = os.environ.get("BOOTSTRAP", "127.0.0.1:9092")
 BROKER_CTL = os.environ.get("BROKER_CTL", "")
@@ -187,6 +190,24 @@ def main_phase(suite, phases, phase):
             os._exit(0)
     sys.argv = [sys.argv[0]] + asked
     suite.main()
+
+
+def http_json(url, method, body=None, content_type="application/json", timeout=30):
+    """(status, JSON body, or the text when it is not JSON) of one HTTP call to url, with
+    body (any JSON value) sent as content_type."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, raw = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    try:
+        return status, json.loads(raw or b"null")
+    except ValueError:
+        return status, raw.decode(errors="replace")
 
 
 def check_error_body(where, got, code, message=None):

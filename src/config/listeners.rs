@@ -40,7 +40,8 @@ impl std::fmt::Display for Listener {
     }
 }
 
-fn format_host_port(host: &str, port: u16) -> String {
+/// `host:port`, an IPv6 host in brackets.
+pub fn format_host_port(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {

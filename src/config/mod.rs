@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 pub use cluster::{ClusterConfig, Roles};
-pub use listeners::{HttpListener, Listener};
+pub use listeners::{HttpListener, Listener, format_host_port};
 use listeners::{
     advertised_listeners, check_distinct_ports, check_inter_broker_listener,
     implied_controller_protocols, listener_names, parse_listeners, parse_protocol_map,

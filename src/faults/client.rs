@@ -1,6 +1,7 @@
 //! The client side of `/faults` and the `sluice faults` command ([`FaultsArgs`]): one
 //! HTTP/1.1 request per call on a fresh connection (`Connection: close`), the answer read to
-//! its end.
+//! its end and parsed by [`parse_answer`] (which the Schema Registry's forwarding of writes
+//! to their writer shares).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -106,9 +107,28 @@ impl Endpoint {
     }
 }
 
-/// The status and body of a complete HTTP/1.1 response (`Content-Length`, chunked, or to
-/// the end of the connection).
-fn parse_response(raw: &[u8]) -> Result<(u16, String)> {
+/// A complete HTTP/1.1 response: the status, the headers (names as sent) and the body
+/// (de-chunked).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A complete HTTP/1.1 response (`Content-Length`, chunked, or to the end of the
+/// connection), read to the end of its connection.
+pub fn parse_answer(raw: &[u8]) -> Result<Answer> {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -121,18 +141,26 @@ fn parse_response(raw: &[u8]) -> Result<(u16, String)> {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| anyhow!("the answer has no HTTP status line"))?;
-    let chunked = lines.any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("transfer-encoding")
-                && v.trim().eq_ignore_ascii_case("chunked")
-        })
-    });
-    let body = if chunked {
-        dechunk(body)?
-    } else {
-        body.to_vec()
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let mut answer = Answer {
+        status,
+        headers,
+        body: Vec::new(),
     };
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    answer.body = match answer.header("transfer-encoding") {
+        Some(v) if v.eq_ignore_ascii_case("chunked") => dechunk(body)?,
+        _ => body.to_vec(),
+    };
+    Ok(answer)
+}
+
+/// The status and the body as text.
+fn parse_response(raw: &[u8]) -> Result<(u16, String)> {
+    let a = parse_answer(raw)?;
+    Ok((a.status, String::from_utf8_lossy(&a.body).into_owned()))
 }
 
 fn dechunk(mut b: &[u8]) -> Result<Vec<u8>> {
@@ -354,5 +382,8 @@ mod tests {
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4;x=y\r\n\":1}\r\n0\r\n\r\n";
         assert_eq!(parse_response(chunked).unwrap(), (200, "{\"a\":1}".into()));
         assert!(parse_response(b"garbage").is_err());
+        let a = parse_answer(plain).unwrap();
+        assert_eq!(a.header("Content-Length"), Some("13"));
+        assert_eq!(a.header("x-other"), None);
     }
 }

@@ -185,6 +185,26 @@ impl Error {
         e(500, 50002, why)
     }
 
+    /// The writer is not known (`_schemas` partition 0 has no leader, or its leader no HTTP
+    /// listener to forward to), as Confluent's follower answers when it knows no leader.
+    pub fn unknown_leader(why: String) -> Error {
+        e(
+            500,
+            50004,
+            format!("Request failed since the leader is unknown: {why}"),
+        )
+    }
+
+    /// The write could not be forwarded to the writer, as Confluent's follower answers when
+    /// its request to the leader fails.
+    pub fn forwarding(why: String) -> Error {
+        e(
+            500,
+            50003,
+            format!("Error while forwarding the request to the leader: {why}"),
+        )
+    }
+
     pub fn not_leader() -> Error {
         e(
             500,

@@ -1,15 +1,18 @@
 //! A Confluent-compatible Schema Registry, kept in the compacted topic `_schemas` in
 //! Confluent's record format (`records.rs`), served on the HTTP listener by
-//! `http/registry.rs`.
+//! `http/registry/`.
 //!
 //! [`Registry`] is the shell around the pure [`store::Store`]: before answering, it reads
 //! `_schemas` partition 0 on from where it stopped (up to the high watermark) and applies
 //! each record, so every node answers reads from its own replica and a restarted broker
 //! finds everything again. Writes are serialised through one writer: one at a time on this
 //! node (the state caught up, the request decided, its records appended to `_schemas` and
-//! committed, then read back), and only on the broker that leads `_schemas` partition 0 (in a
-//! cluster another broker answers writes with 50004; it does not forward them yet). Ids are
-//! decided by that one writer from the state it has caught up with, so they stay unique.
+//! committed, then read back), and only on the broker that leads `_schemas` partition 0;
+//! another broker's `write` answers 50004, and `http/registry/forward.rs` sends the request
+//! to the writer instead. Ids are decided by that one writer from a state that holds every
+//! record in its log: a broker that has just become the leader first waits until its high
+//! watermark reaches its log end (what the previous leader wrote is then all applied), so
+//! ids stay unique across a change of writer.
 //!
 //! The topic is created on first write as Confluent's registry creates it: one partition,
 //! `cleanup.policy=compact`, the replication factor of
@@ -38,7 +41,10 @@ use store::Store;
 pub const TOPIC: &str = "_schemas";
 
 /// How long a write waits for its records to be committed.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a wait for the high watermark looks again, woken or not.
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// The state read so far and where reading goes on.
 #[derive(Default)]
@@ -109,6 +115,20 @@ impl Registry {
     ) -> Result<T, Error> {
         let _one = self.writes.lock().await;
         let topic = self.ensure_topic().await?;
+        let p = topic.partition(0).cloned().ok_or(Error::not_leader())?;
+        if !p.is_leader() {
+            return Err(Error::not_leader());
+        }
+        let committed = crate::group::loader::committed(&p, || p.is_leader());
+        match tokio::time::timeout(WRITE_TIMEOUT, committed).await {
+            Ok(true) => {}
+            Ok(false) => return Err(Error::not_leader()),
+            Err(_) => {
+                return Err(Error::timeout(format!(
+                    "{TOPIC} is not writable yet (its new leader has not committed its log)"
+                )));
+            }
+        }
         let (answer, records) = {
             let mut l = self.loaded.lock().unwrap();
             self.catch_up(&mut l);
@@ -116,10 +136,6 @@ impl Registry {
         };
         if records.is_empty() {
             return Ok(answer);
-        }
-        let p = topic.partition(0).cloned().ok_or(Error::not_leader())?;
-        if !p.is_leader() {
-            return Err(Error::not_leader());
         }
         let encoded: Vec<(Vec<u8>, Option<Vec<u8>>)> =
             records.iter().map(records::encode).collect();
@@ -152,6 +168,41 @@ impl Registry {
         let mut l = self.loaded.lock().unwrap();
         self.catch_up(&mut l);
         Ok(answer)
+    }
+
+    /// The offset of `_schemas` partition 0 the state is read up to.
+    pub fn position(&self) -> i64 {
+        self.loaded.lock().unwrap().next
+    }
+
+    /// Waits, up to `timeout`, until the state is read up to `offset` (a write the writer
+    /// answered at that position is then seen here). False when the time ran out, or this
+    /// broker holds no replica of `_schemas` to read from.
+    pub async fn caught_up_to(&self, offset: i64, timeout: Duration) -> bool {
+        let Some(p) = self
+            .topics
+            .topic(TOPIC)
+            .and_then(|t| t.partition(0).cloned())
+        else {
+            return false;
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let waiter = Arc::new(tokio::sync::Notify::new());
+            p.add_waiter(&waiter);
+            {
+                let mut l = self.loaded.lock().unwrap();
+                self.catch_up(&mut l);
+                if l.next >= offset {
+                    return true;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            let recheck = (tokio::time::Instant::now() + RECHECK).min(deadline);
+            let _ = tokio::time::timeout_at(recheck, waiter.notified()).await;
+        }
     }
 
     async fn ensure_topic(&self) -> Result<Arc<TopicInfo>, Error> {

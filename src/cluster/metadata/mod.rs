@@ -7,5 +7,6 @@ pub mod records;
 
 pub use image::{BrokerState, MetadataImage, TopicImage};
 pub use records::{
-    BrokerRegistration, ConfigResource, Endpoint, MetadataRecord, PartitionChange, PartitionRecord,
+    BrokerRegistration, ConfigResource, Endpoint, HTTP_ENDPOINT, MetadataRecord, PartitionChange,
+    PartitionRecord,
 };

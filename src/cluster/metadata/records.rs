@@ -19,14 +19,33 @@ pub struct Endpoint {
     pub port: u16,
 }
 
+/// The endpoint name a broker's HTTP listener (`sluice.http.server.listeners`) registers
+/// under, beside its Kafka listeners, so the other nodes can forward Schema Registry writes
+/// to it. Lower case: Kafka listener names are upper-cased when configured, so no listener
+/// ever has this name, and the Kafka answers that name brokers (Metadata, DescribeCluster,
+/// FindCoordinator, the KIP-951 leader hints), which pick the endpoint of the listener a
+/// request came in on, never include it.
+pub const HTTP_ENDPOINT: &str = "http";
+
 /// A broker's registration (Kafka's RegisterBrokerRecord). A new incarnation (process start)
 /// registers again; its broker epoch is the log index of its registration record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub broker_id: i32,
     pub incarnation: Uuid,
+    /// The Kafka listeners, then the HTTP listener ([`HTTP_ENDPOINT`]) if the node has one.
     pub endpoints: Vec<Endpoint>,
     pub rack: Option<String>,
+}
+
+impl BrokerRegistration {
+    /// The broker's HTTP listener as `host:port`, if it registered one.
+    pub fn http_address(&self) -> Option<String> {
+        self.endpoints
+            .iter()
+            .find(|e| e.name == HTTP_ENDPOINT)
+            .map(|e| crate::config::format_host_port(&e.host, e.port))
+    }
 }
 
 /// A partition's full state (Kafka's PartitionRecord).

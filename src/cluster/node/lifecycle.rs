@@ -19,7 +19,8 @@ use uuid::Uuid;
 
 use super::{ClusterNode, ControllerReply, ControllerRequest};
 use crate::cluster::control::active::{ControlError, Heartbeat, HeartbeatReply};
-use crate::cluster::metadata::{BrokerRegistration, Endpoint};
+use crate::cluster::metadata::{BrokerRegistration, Endpoint, HTTP_ENDPOINT};
+use crate::config::Listener;
 
 /// The file, in the metadata log directory, naming the incarnation that last ran from it.
 pub const INCARNATION_FILE: &str = "incarnation";
@@ -48,6 +49,39 @@ pub fn swap_incarnation(dir: &Path, current: Uuid) -> Option<Uuid> {
     previous
 }
 
+/// What a broker registers: each advertised listener, then its HTTP listener, bound on
+/// `http` (the host it is configured with and the port it got), under [`HTTP_ENDPOINT`]. An
+/// HTTP listener on all interfaces (empty host, `0.0.0.0`, `::`) is registered at the host
+/// the inter-broker listener advertises, where the other nodes reach this one.
+pub fn registered_endpoints(
+    advertised: &[Listener],
+    inter_broker_listener: &str,
+    http: Option<(&str, u16)>,
+) -> Vec<Endpoint> {
+    let mut out: Vec<Endpoint> = advertised
+        .iter()
+        .map(|l| Endpoint {
+            name: l.name.clone(),
+            host: l.host.clone(),
+            port: l.port,
+        })
+        .collect();
+    if let Some((host, port)) = http {
+        let wildcard = matches!(host, "" | "0.0.0.0" | "::");
+        let host = match advertised.iter().find(|l| l.name == inter_broker_listener) {
+            Some(l) if wildcard && !l.host.is_empty() => l.host.clone(),
+            _ if wildcard => "127.0.0.1".to_string(),
+            _ => host.to_string(),
+        };
+        out.push(Endpoint {
+            name: HTTP_ENDPOINT.to_string(),
+            host,
+            port,
+        });
+    }
+    out
+}
+
 impl ClusterNode {
     fn registration(&self) -> Option<BrokerRegistration> {
         // Nothing to register once the broker is gone.
@@ -55,15 +89,7 @@ impl ClusterNode {
         Some(BrokerRegistration {
             broker_id: self.node_id,
             incarnation: self.incarnation,
-            endpoints: self
-                .advertised
-                .iter()
-                .map(|l| Endpoint {
-                    name: l.name.clone(),
-                    host: l.host.clone(),
-                    port: l.port,
-                })
-                .collect(),
+            endpoints: self.endpoints.clone(),
             rack: self.config.rack.clone(),
         })
     }
@@ -188,5 +214,38 @@ mod tests {
         assert_eq!(swap_incarnation(dir.path(), a), None);
         assert_eq!(swap_incarnation(dir.path(), b), Some(a));
         assert_eq!(swap_incarnation(dir.path(), Uuid::new_v4()), Some(b));
+    }
+
+    #[test]
+    fn the_http_listener_registers_beside_the_kafka_listeners() {
+        let l = |name: &str, host: &str, port| Listener {
+            name: name.into(),
+            host: host.into(),
+            port,
+        };
+        let advertised = [l("PLAINTEXT", "10.0.0.7", 9092), l("INTERNAL", "node7", 9094)];
+        let reg = |http| BrokerRegistration {
+            broker_id: 7,
+            incarnation: Uuid::nil(),
+            endpoints: registered_endpoints(&advertised, "INTERNAL", http),
+            rack: None,
+        };
+        let none = reg(None);
+        assert_eq!(none.endpoints.len(), 2);
+        assert_eq!(none.http_address(), None);
+        assert_eq!(
+            reg(Some(("127.0.0.1", 8090))).http_address().as_deref(),
+            Some("127.0.0.1:8090")
+        );
+        // on all interfaces: where the inter-broker listener is advertised
+        for any in ["", "0.0.0.0", "::"] {
+            let r = reg(Some((any, 8090)));
+            assert_eq!(r.http_address().as_deref(), Some("node7:8090"));
+            assert_eq!(r.endpoints[..2], none.endpoints[..]);
+        }
+        assert_eq!(
+            reg(Some(("::1", 8090))).http_address().as_deref(),
+            Some("[::1]:8090")
+        );
     }
 }

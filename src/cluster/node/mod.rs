@@ -36,11 +36,12 @@ use uuid::Uuid;
 use crate::clock::now_ms;
 use crate::cluster::control::active::{AlterIsr, ControlConfig, ineligible_members};
 use crate::cluster::fetcher::{FetcherConfig, FollowTarget, ReplicaFetchers};
-use crate::cluster::metadata::MetadataImage;
+use crate::cluster::metadata::{Endpoint, MetadataImage};
 use crate::cluster::quorum::{CallError, Quorum, QuorumConfig};
 use crate::cluster::{Controller, Partition};
 use crate::config::{BrokerConfig, ClusterConfig};
 
+pub use lifecycle::registered_endpoints;
 pub use replicas::{Followed, Reconciled};
 pub use requests::{ControllerReply, ControllerRequest};
 
@@ -277,8 +278,9 @@ pub struct ClusterNode {
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     pub cancel: CancellationToken,
     host: Weak<dyn ReplicaHost>,
-    /// The broker's advertised listeners, as it registers them.
-    advertised: Vec<crate::config::Listener>,
+    /// The endpoints it registers: its advertised listeners, and its HTTP listener
+    /// ([`crate::cluster::metadata::HTTP_ENDPOINT`]) if it has one.
+    endpoints: Vec<Endpoint>,
     /// Whether the controller has unfenced this broker since it started (its metadata had
     /// caught up with its registration).
     unfenced: watch::Sender<bool>,
@@ -292,7 +294,7 @@ impl ClusterNode {
     pub fn start(
         q: QuorumHandle,
         config: &BrokerConfig,
-        advertised: Vec<crate::config::Listener>,
+        endpoints: Vec<Endpoint>,
         inter_broker: crate::net::client::InterBroker,
         host: Weak<dyn ReplicaHost>,
     ) -> Arc<ClusterNode> {
@@ -327,7 +329,7 @@ impl ClusterNode {
             ),
             cancel: cancel.clone(),
             host,
-            advertised,
+            endpoints,
             config: cc.clone(),
             unfenced: watch::Sender::new(false),
             reconciled: watch::Sender::new(0),

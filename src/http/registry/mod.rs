@@ -12,8 +12,14 @@
 //! - `POST /compatibility/subjects/{s}/versions[/{v}]` (`?verbose=true`);
 //! - `GET|PUT /mode`, `GET|PUT|DELETE /mode/{s}` (`?force=true`).
 //!
+//! Every broker answers reads from its own replica of `_schemas`; writes (registrations,
+//! deletes, config and mode changes) go to the registry's one writer, forwarded there by
+//! any other broker ([`forward`]).
+//!
 //! Off (404) with `sluice.schema.registry.enable=false`. No authentication, as Confluent's
 //! registry without its security plugin.
+
+mod forward;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +33,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::HttpState;
+use forward::WriteRequest;
 use crate::registry::records::{Record, Reference, SchemaValue};
 use crate::registry::store::{Store, Submitted, Which};
 use crate::registry::{Error, Registry, formats};
@@ -239,18 +246,21 @@ async fn versions(State(s): State<HttpState>, Path(subject): Path<String>, uri: 
 async fn register(
     State(s): State<HttpState>,
     Path(subject): Path<String>,
-    body: Bytes,
+    w: WriteRequest,
 ) -> Response {
-    let registered = async {
-        let r = registry(&s)?;
-        let sub = submitted(&body)?;
-        r.write(|st| {
-            let reg = st.register(&subject, &sub)?;
+    forward::write(&s, &w, || register_here(&s, &subject, &w.body)).await
+}
+
+async fn register_here(s: &HttpState, subject: &str, body: &[u8]) -> Answer {
+    let r = registry(s)?;
+    let sub = submitted(body)?;
+    let id = r
+        .write(|st| {
+            let reg = st.register(subject, &sub)?;
             Ok((reg.id, reg.record.into_iter().collect()))
         })
-        .await
-    };
-    reply(registered.await.map(|id| json!({"id": id})))
+        .await?;
+    Ok(json!({"id": id}))
 }
 
 fn read_version(
@@ -321,27 +331,33 @@ async fn delete_subject(
     State(s): State<HttpState>,
     Path(subject): Path<String>,
     uri: Uri,
+    w: WriteRequest,
 ) -> Response {
-    let deleted = async {
-        let r = registry(&s)?;
-        let permanent = flag(&uri, "permanent");
-        r.write(|st| st.delete_subject(&subject, permanent)).await
-    };
-    reply(deleted.await.map(|v| json!(v)))
+    forward::write(&s, &w, || delete_subject_here(&s, &subject, &uri)).await
+}
+
+async fn delete_subject_here(s: &HttpState, subject: &str, uri: &Uri) -> Answer {
+    let r = registry(s)?;
+    let permanent = flag(uri, "permanent");
+    let deleted = r.write(|st| st.delete_subject(subject, permanent)).await?;
+    Ok(json!(deleted))
 }
 
 async fn delete_version(
     State(s): State<HttpState>,
     Path((subject, version)): Path<(String, String)>,
     uri: Uri,
+    w: WriteRequest,
 ) -> Response {
-    let deleted = async {
-        let r = registry(&s)?;
-        let which = Which::parse(&version)?;
-        let permanent = flag(&uri, "permanent");
-        write_one(&r, |st| st.delete_version(&subject, which, permanent)).await
-    };
-    reply(deleted.await.map(|v| json!(v)))
+    forward::write(&s, &w, || delete_version_here(&s, &subject, &version, &uri)).await
+}
+
+async fn delete_version_here(s: &HttpState, subject: &str, version: &str, uri: &Uri) -> Answer {
+    let r = registry(s)?;
+    let which = Which::parse(version)?;
+    let permanent = flag(uri, "permanent");
+    let deleted = write_one(&r, |st| st.delete_version(subject, which, permanent)).await?;
+    Ok(json!(deleted))
 }
 
 async fn types() -> Response {
@@ -423,24 +439,28 @@ async fn config_of(State(s): State<HttpState>, Path(subject): Path<String>, uri:
     reply(get_config(&s, Some(&subject), &uri))
 }
 
-async fn set_config(State(s): State<HttpState>, body: Bytes) -> Response {
-    reply(put_config(&s, None, &body).await)
+async fn set_config(State(s): State<HttpState>, w: WriteRequest) -> Response {
+    forward::write(&s, &w, || put_config(&s, None, &w.body)).await
 }
 
 async fn set_config_of(
     State(s): State<HttpState>,
     Path(subject): Path<String>,
-    body: Bytes,
+    w: WriteRequest,
 ) -> Response {
-    reply(put_config(&s, Some(&subject), &body).await)
+    forward::write(&s, &w, || put_config(&s, Some(&subject), &w.body)).await
 }
 
-async fn delete_config(State(s): State<HttpState>) -> Response {
-    reply(remove_config(&s, None).await)
+async fn delete_config(State(s): State<HttpState>, w: WriteRequest) -> Response {
+    forward::write(&s, &w, || remove_config(&s, None)).await
 }
 
-async fn delete_config_of(State(s): State<HttpState>, Path(subject): Path<String>) -> Response {
-    reply(remove_config(&s, Some(&subject)).await)
+async fn delete_config_of(
+    State(s): State<HttpState>,
+    Path(subject): Path<String>,
+    w: WriteRequest,
+) -> Response {
+    forward::write(&s, &w, || remove_config(&s, Some(&subject))).await
 }
 
 fn check(s: &HttpState, subject: &str, version: Option<&str>, uri: &Uri, body: &[u8]) -> Answer {
@@ -495,23 +515,29 @@ async fn mode_of(State(s): State<HttpState>, Path(subject): Path<String>, uri: U
     reply(get_mode(&s, Some(&subject), &uri))
 }
 
-async fn set_mode(State(s): State<HttpState>, uri: Uri, body: Bytes) -> Response {
-    reply(put_mode(&s, None, &uri, &body).await)
+async fn set_mode(State(s): State<HttpState>, uri: Uri, w: WriteRequest) -> Response {
+    forward::write(&s, &w, || put_mode(&s, None, &uri, &w.body)).await
 }
 
 async fn set_mode_of(
     State(s): State<HttpState>,
     Path(subject): Path<String>,
     uri: Uri,
-    body: Bytes,
+    w: WriteRequest,
 ) -> Response {
-    reply(put_mode(&s, Some(&subject), &uri, &body).await)
+    forward::write(&s, &w, || put_mode(&s, Some(&subject), &uri, &w.body)).await
 }
 
-async fn delete_mode_of(State(s): State<HttpState>, Path(subject): Path<String>) -> Response {
-    let removed = async {
-        let r = registry(&s)?;
-        write_one(&r, |st| st.delete_mode(&subject)).await
-    };
-    reply(removed.await.map(|m| json!({"mode": m})))
+async fn delete_mode_of(
+    State(s): State<HttpState>,
+    Path(subject): Path<String>,
+    w: WriteRequest,
+) -> Response {
+    forward::write(&s, &w, || delete_mode_here(&s, &subject)).await
+}
+
+async fn delete_mode_here(s: &HttpState, subject: &str) -> Answer {
+    let r = registry(s)?;
+    let mode = write_one(&r, |st| st.delete_mode(subject)).await?;
+    Ok(json!({"mode": mode}))
 }
