@@ -223,7 +223,10 @@ mod tests {
             host: host.into(),
             port,
         };
-        let advertised = [l("PLAINTEXT", "10.0.0.7", 9092), l("INTERNAL", "node7", 9094)];
+        let advertised = [
+            l("PLAINTEXT", "10.0.0.7", 9092),
+            l("INTERNAL", "node7", 9094),
+        ];
         let reg = |http| BrokerRegistration {
             broker_id: 7,
             incarnation: Uuid::nil(),

@@ -33,10 +33,10 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::HttpState;
-use forward::WriteRequest;
 use crate::registry::records::{Record, Reference, SchemaValue};
 use crate::registry::store::{Store, Submitted, Which};
 use crate::registry::{Error, Registry, formats};
+use forward::WriteRequest;
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
