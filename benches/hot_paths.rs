@@ -7,7 +7,7 @@
 //! * `request`: frame header parsing + request decode (Produce, Fetch, Metadata), and response
 //!   encode (Produce, Metadata)
 //! * `fetch`: hand-encoded Fetch response assembly around file regions
-//! * `handler`: a whole Produce and Fetch through `api::dispatch` on a broker with a temp dir
+//! * `handler`: a whole Produce and Fetch through `Broker::dispatch` on a broker with a temp dir
 //!
 //! `cargo bench --bench hot_paths` runs them; `cargo bench --no-run` only builds them (they never
 //! run under `cargo test`). Filter with `cargo bench --bench hot_paths -- append`.
@@ -374,7 +374,7 @@ fn bench_handler(c: &mut Criterion) {
         .unwrap();
     let broker: Arc<Broker> = node.broker().clone();
     let response_len = |req: &Bytes| {
-        let resp = node.block_on(api::dispatch(&broker, req.clone())).unwrap();
+        let resp = node.block_on(broker.dispatch(req.clone())).unwrap();
         resp.map_or(0, |r| r.len())
     };
     for &(name, count, size) in SHAPES {
@@ -390,7 +390,7 @@ fn bench_handler(c: &mut Criterion) {
             "the produce request must append"
         );
         g.bench_function(format!("produce_v9/{name}"), |b| {
-            b.iter(|| black_box(node.block_on(api::dispatch(&broker, req.clone())).unwrap()))
+            b.iter(|| black_box(node.block_on(broker.dispatch(req.clone())).unwrap()))
         });
     }
     let fetch = frame(ApiKey::Fetch, 12, &fetch_request("bench", 1, 100));
@@ -400,12 +400,7 @@ fn bench_handler(c: &mut Criterion) {
     );
     g.throughput(Throughput::Elements(1));
     g.bench_function("fetch_v12/1MiB", |b| {
-        b.iter(|| {
-            black_box(
-                node.block_on(api::dispatch(&broker, fetch.clone()))
-                    .unwrap(),
-            )
-        })
+        b.iter(|| black_box(node.block_on(broker.dispatch(fetch.clone())).unwrap()))
     });
     g.finish();
 }

@@ -1,6 +1,8 @@
 //! The broker: configuration plus the owners of all state (the controller owns topics and
-//! partitions; each partition owns its log). Handlers get an `Arc<Broker>`.
+//! partitions; each partition owns its log), wired together. Handlers never see it: each
+//! group of APIs gets its context (`api::context`), built here.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +10,7 @@ use anyhow::Result;
 use kafka_protocol::ResponseError as E;
 use tracing::info;
 
+use crate::api::{Base, Data, Frontend, Groups, Txns};
 use crate::clock::now_ms;
 use crate::cluster::internal_topic::{EnsureFuture, InternalTopic, InternalTopics};
 use crate::cluster::metadata::MetadataImage;
@@ -17,10 +20,10 @@ use crate::config::BrokerConfig;
 use crate::group::{Coordinator, GroupConfig, store};
 
 pub struct Broker {
-    pub config: Arc<BrokerConfig>,
-    pub controller: Arc<Controller>,
-    /// This node's advertised listeners, each with the host clients get.
-    pub advertised: Vec<crate::config::Listener>,
+    /// What every handler may use: the configuration, this broker's replicas, the metadata
+    /// quorum, authorization, quotas and metrics. The broker's fields of those names are
+    /// these (`Deref`).
+    pub base: Arc<Base>,
     /// The consumer group coordinator; it persists through `__consumer_offsets`.
     pub groups: Arc<Coordinator>,
     /// The transaction coordinator; it persists through `__transaction_state`.
@@ -38,23 +41,24 @@ pub struct Broker {
     pub peers: Arc<crate::txn::peers::Peers>,
     /// How this broker connects to the other brokers (the inter-broker listener's security).
     pub inter_broker: crate::net::client::InterBroker,
-    /// The metadata quorum (one voter on a single node) and this broker's part in the
-    /// cluster; set by `run` before any listener accepts (`Broker::node`).
-    pub cluster: NodeCell,
     /// The log cleaner (compacted topics), its threads started by `spawn_background`.
     pub cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
-    /// The per-client quota rates (the quotas themselves are the controller's).
-    pub quotas: crate::quota::QuotaManager,
-    /// Request, traffic and connection counters (`/metrics`).
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// The ACL authorizer when `authorizer.class.name` is set; None allows everything.
-    pub authorizer: Option<crate::security::acl::Authorizer>,
-    /// Incremental fetch sessions (KIP-227) of consumers and followers.
-    pub fetch_sessions: std::sync::Mutex<crate::api::fetch::SessionCache>,
     /// The injected faults (`sluice.faults.enable`; `/faults` on the HTTP listener).
-    pub faults: crate::faults::Registry,
+    pub faults: Arc<crate::faults::Registry>,
     /// The Schema Registry (`_schemas`), served on the HTTP listener.
     pub schemas: Arc<crate::registry::Registry>,
+    /// The handlers: each group of APIs with its context, what the listeners dispatch to.
+    pub frontend: Arc<Frontend>,
+    /// What the cluster node reconciles through (it holds it weakly): the coordinators
+    /// follow the leaderships of their internal partitions.
+    pub coordinators: Arc<Coordinators>,
+}
+
+impl Deref for Broker {
+    type Target = Base;
+    fn deref(&self) -> &Base {
+        &self.base
+    }
 }
 
 impl Broker {
@@ -157,12 +161,53 @@ impl Broker {
             markers.clone(),
             Arc::new(NodeIds(cluster.clone())),
         );
-        let broker = Arc::new(Broker {
-            faults: crate::faults::Registry::new(config.faults_enabled),
-            schemas,
+        let base = Arc::new(Base {
             config,
             controller,
             advertised,
+            cluster,
+            quotas,
+            metrics,
+            authorizer,
+        });
+        let txn_apis = Arc::new(Txns {
+            base: base.clone(),
+            txns: txns.clone(),
+            peers: peers.clone(),
+            markers: markers.clone(),
+            groups: groups.clone(),
+        });
+        let faults = Arc::new(crate::faults::Registry::new(base.config.faults_enabled));
+        let frontend = Arc::new(Frontend {
+            groups: Arc::new(Groups {
+                base: base.clone(),
+                groups: groups.clone(),
+                share: share.clone(),
+                share_states: share_states.clone(),
+                internal_topics: internal_topics.clone(),
+            }),
+            data: Arc::new(Data {
+                base: base.clone(),
+                txn: txn_apis.clone(),
+                fetch_sessions: std::sync::Mutex::new(crate::api::fetch::SessionCache::new(
+                    fetch_session_slots,
+                )),
+            }),
+            txns: txn_apis,
+            base: base.clone(),
+            faults: faults.clone(),
+            gate: inter_broker.gate.clone(),
+        });
+        let coordinators = Arc::new(Coordinators {
+            replicas: base.controller.clone(),
+            groups: groups.clone(),
+            txns: txns.clone(),
+            share_states: share_states.clone(),
+        });
+        Ok(Arc::new(Broker {
+            base,
+            faults,
+            schemas,
             groups,
             txns,
             markers,
@@ -171,82 +216,19 @@ impl Broker {
             share_states,
             peers,
             inter_broker,
-            cluster,
             cleaner,
-            quotas,
-            metrics,
-            authorizer,
-            fetch_sessions: std::sync::Mutex::new(crate::api::fetch::SessionCache::new(
-                fetch_session_slots,
-            )),
-        });
-        Ok(broker)
+            frontend,
+            coordinators,
+        }))
     }
 
-    /// Makes `__transaction_state` exist (`txn::ensure_ready`).
-    pub async fn txn_ready(&self) -> Result<(), i16> {
-        crate::txn::ensure_ready(&*self.internal_topics, &self.config.txn).await
-    }
-
-    /// The cluster node, once started (`run` starts it before any listener accepts).
-    pub fn cluster(&self) -> Option<&Arc<ClusterNode>> {
-        self.cluster.get()
-    }
-
-    /// This node's side of the cluster: the metadata quorum (on a single node a quorum of one
-    /// voter), its image, the controller and replication. Every metadata request goes through
-    /// it. Set before any listener accepts a connection, so a handler always finds it.
-    pub fn node(&self) -> &Arc<ClusterNode> {
-        self.cluster
-            .get()
-            .expect("the cluster node starts before the listeners")
-    }
-
-    pub fn node_id(&self) -> i32 {
-        self.config.node_id
-    }
-
-    /// The listener whose view of the brokers internal callers take (the console, synthetic
-    /// requests): the inter-broker listener in a cluster, which every broker registers, else
-    /// the first advertised listener.
-    pub fn internal_listener(&self) -> &str {
-        match &self.config.cluster {
-            Some(c) if !c.inter_broker_listener.is_empty() => &c.inter_broker_listener,
-            _ => self
-                .advertised
-                .first()
-                .map_or("PLAINTEXT", |l| l.name.as_str()),
-        }
-    }
-
-    /// This node's advertised address on `listener`; None when it does not advertise that
-    /// listener, and then answers on it leave this node out, as Kafka's do.
-    pub fn advertised_on(&self, listener: &str) -> Option<(&str, u16)> {
-        self.advertised
-            .iter()
-            .find(|l| l.name == listener)
-            .map(|l| (l.host.as_str(), l.port))
-    }
-
-    /// Whether `principal` connecting from `host` may do `op` on `(rt, name)` (always, without
-    /// an authorizer): the one decision behind every request's checks and the console's.
-    pub fn authorize(
+    /// Parses a frame and runs its handler as if it came on the internal listener (tests,
+    /// fuzzing, benchmarks: `Frontend::dispatch`).
+    pub async fn dispatch(
         &self,
-        principal: &crate::security::Principal,
-        host: Option<std::net::IpAddr>,
-        op: crate::security::acl::AclOperation,
-        rt: crate::security::acl::ResourceType,
-        name: &str,
-    ) -> bool {
-        self.authorizer
-            .as_ref()
-            .is_none_or(|a| a.authorize(principal, host, op, rt, name))
-    }
-
-    /// A producer id never handed out before, from the controller's blocks (so ids are
-    /// unique across the cluster).
-    pub async fn allocate_producer_id(self: &Arc<Self>) -> Result<i64> {
-        self.node().allocate_producer_id().await
+        frame: bytes::Bytes,
+    ) -> Result<Option<crate::net::response::Response>> {
+        self.frontend.dispatch(frame).await
     }
 
     /// Periodic housekeeping: retention every `log.retention.check.interval.ms`; every
@@ -378,9 +360,19 @@ impl crate::txn::coordinator::ProducerIds for NodeIds {
     }
 }
 
-impl ReplicaHost for Broker {
+/// The coordinators whose partitions the cluster node reconciles: each loads its state when
+/// this broker becomes the leader of one of its internal topic's partitions and unloads it
+/// when it stops leading.
+pub struct Coordinators {
+    replicas: Arc<Controller>,
+    groups: Arc<Coordinator>,
+    txns: Arc<crate::txn::Coordinator>,
+    share_states: Arc<crate::share::state::ShareStates>,
+}
+
+impl ReplicaHost for Coordinators {
     fn replicas(&self) -> &Controller {
-        &self.controller
+        &self.replicas
     }
 
     /// A reconciled image: coordinators move with the leaderships of their internal

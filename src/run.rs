@@ -147,7 +147,8 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
     let broker = Broker::open_gated(config, cluster_id.as_deref(), gate, dir_locks)
         .map_err(|e| anyhow!("{e:#}{}", fd_limit_hint(&e, &log_dirs)))?;
     if let Some(q) = quorum {
-        let host: std::sync::Weak<dyn node::ReplicaHost> = Arc::downgrade(&broker) as _;
+        let host: std::sync::Weak<dyn node::ReplicaHost> =
+            Arc::downgrade(&broker.coordinators) as _;
         let inter_broker = broker.config.cluster.as_ref();
         let http = broker.config.http_listener.as_ref().zip(running.http_addr);
         let endpoints = node::registered_endpoints(
@@ -187,7 +188,7 @@ pub async fn start_gated(mut config: BrokerConfig, gate: Gate) -> Result<Running
                     if let Some(node) = broker.cluster.get() {
                         node.caught_up().await;
                     }
-                    server::accept_loop(l, crate::api::frontend(&broker), name, tls).await
+                    server::accept_loop(l, broker.frontend.clone(), name, tls).await
                 })
                 .await;
         }));

@@ -1,4 +1,4 @@
-//! One or more request frames through `sluice::api::dispatch` on a real broker (one per
+//! One or more request frames through `Broker::dispatch` on a real broker (one per
 //! process, topic `t` with 3 partitions, auto-creation off). Input format: see
 //! `sluice_fuzz::split_frames`. Every response must be a well-formed frame that Kafka's own
 //! decoder reads back (`sluice_fuzz::check_response`).

@@ -186,7 +186,7 @@ impl Harness {
                 }
                 let frame = Bytes::copy_from_slice(f);
                 let r =
-                    tokio::time::timeout(FRAME_TIME, sluice::api::dispatch(&self.broker, frame));
+                    tokio::time::timeout(FRAME_TIME, self.broker.dispatch(frame));
                 if let Ok(Ok(Some(resp))) = r.await {
                     check_response(f, &resp);
                 }

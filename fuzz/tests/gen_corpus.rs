@@ -49,7 +49,7 @@ fn seeds_succeed_on_broker() {
     let body = |f: Vec<u8>, header_len: usize| -> (Bytes, i16) {
         let v = i16::from_be_bytes([f[2], f[3]]);
         let resp = h
-            .block_on(sluice::api::dispatch(&h.broker, Bytes::from(f.clone())))
+            .block_on(h.broker.dispatch(Bytes::from(f.clone())))
             .unwrap()
             .unwrap();
         sluice_fuzz::check_response(&f, &resp);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sluice::api::{Parsed, decode_any, dispatch, parse_frame};
+use sluice::api::{Parsed, decode_any, parse_frame};
 use sluice::broker::Broker;
 use sluice::testing::LocalBroker;
 
@@ -54,7 +54,7 @@ impl TestBroker {
     /// Dispatches one frame; Ok(true) if a response came back.
     fn dispatch(&self, frame: &[u8]) -> anyhow::Result<bool> {
         self.node
-            .block_on(dispatch(&self.broker, Bytes::copy_from_slice(frame)))
+            .block_on(self.broker.dispatch(Bytes::copy_from_slice(frame)))
             .map(|r| r.is_some())
     }
 }

@@ -16,18 +16,18 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
 
+use super::Txns;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AddOffsetsToTxn,
     min: 0,
     max: 4,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Txns(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Txns>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AddOffsetsToTxnRequest = super::decode(&ctx, body)?;
     let offsets = crate::group::store::TOPIC;
     let count = b

@@ -28,8 +28,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Txns;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::txn::state::TopicPartition;
 
@@ -37,7 +37,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AddPartitionsToTxn,
     min: 0,
     max: 5,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Txns(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// Results by topic for (partition, error) pairs, topics in name order.
@@ -73,7 +73,7 @@ fn partitions(topics: &[AddPartitionsToTxnTopic]) -> BTreeSet<TopicPartition> {
 /// transaction is refused with OPERATION_NOT_ATTEMPTED for the partitions that passed.
 #[allow(clippy::too_many_arguments)]
 async fn one(
-    b: &Broker,
+    b: &Txns,
     ctx: &RequestCtx,
     version: i16,
     id: &str,
@@ -117,7 +117,7 @@ async fn one(
     parts.into_iter().map(|tp| (tp, code)).collect()
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Txns>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AddPartitionsToTxnRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let mut resp = AddPartitionsToTxnResponse::default();

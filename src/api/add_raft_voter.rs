@@ -31,8 +31,8 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{AddRaftVoterRequest, AddRaftVoterResponse, ApiKey};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::node::ClusterNode;
 use crate::cluster::node::requests::{ControllerReply, ControllerRequest};
 use crate::cluster::quorum::{VoterChange, VoterChangeError};
@@ -42,7 +42,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AddRaftVoter,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// An error code and Kafka's message.
@@ -53,7 +53,7 @@ pub(super) type Refusal = (ResponseError, String);
 /// INVALID_REQUEST for a negative id or the zero directory id), then a quorum that can change
 /// (UNSUPPORTED_VERSION on one node). `what` is "Add" or "Remove".
 pub(super) fn cluster_for_change<'b>(
-    b: &'b Broker,
+    b: &'b Base,
     cluster_id: Option<&StrBytes>,
     id: i32,
     directory_id: &uuid::Uuid,
@@ -120,7 +120,7 @@ pub(super) async fn change_voters(
     }
 }
 
-async fn add(b: &Broker, req: &AddRaftVoterRequest) -> Result<(), Refusal> {
+async fn add(b: &Base, req: &AddRaftVoterRequest) -> Result<(), Refusal> {
     let c = cluster_for_change(
         b,
         req.cluster_id.as_ref(),
@@ -156,7 +156,7 @@ async fn add(b: &Broker, req: &AddRaftVoterRequest) -> Result<(), Refusal> {
     change_voters(c, change, timeout).await
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AddRaftVoterRequest = super::decode(&ctx, body)?;
     let mut resp = AddRaftVoterResponse::default();
     if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {

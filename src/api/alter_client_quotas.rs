@@ -18,8 +18,8 @@ use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryDa
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::node::requests::ControllerRequest;
 use crate::net::response::Response;
 use crate::quota::QuotaEntity;
@@ -29,13 +29,13 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AlterClientQuotas,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 type Changes = Vec<(QuotaEntity, BTreeMap<String, Option<f64>>)>;
 
 /// Makes the changes; an error applies to every entry that had changes.
-async fn apply(b: &Broker, changes: Changes) -> Result<(), (i16, String)> {
+async fn apply(b: &Base, changes: Changes) -> Result<(), (i16, String)> {
     let failure = |e: crate::cluster::TopicError| {
         (
             super::errors::topic_error_code(&e),
@@ -70,7 +70,7 @@ async fn apply(b: &Broker, changes: Changes) -> Result<(), (i16, String)> {
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AlterClientQuotasRequest = super::decode(&ctx, body)?;
     let mut results: Vec<(Vec<(String, Option<String>)>, Result<bool, QuotaError>)> = Vec::new();
     let mut changes: Changes = Vec::new();

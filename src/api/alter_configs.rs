@@ -20,22 +20,22 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::authz;
 use super::config_changes::{
     BROKER, Failure, GROUP, Op, SET, TOPIC, alter_broker, alter_group, alter_topic, invalid_request,
 };
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AlterConfigs,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> Result<(), Failure> {
+async fn alter(b: &Base, res: &AlterConfigsResource, validate_only: bool) -> Result<(), Failure> {
     let name = res.resource_name.as_str();
     let ops: Vec<Op> = res
         .configs
@@ -59,7 +59,7 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AlterConfigsRequest = super::decode(&ctx, body)?;
     let mut resp = AlterConfigsResponse::default();
     for res in &req.resources {

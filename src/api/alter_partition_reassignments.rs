@@ -33,8 +33,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::control::active::ControlError;
 use crate::cluster::control::reassignment::{self, ReassignError};
 use crate::cluster::metadata::MetadataImage;
@@ -45,7 +45,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AlterPartitionReassignments,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// An error code and its message (None: Kafka's default, sent as null).
@@ -206,7 +206,7 @@ async fn cluster(
     out
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AlterPartitionReassignmentsRequest = super::decode(&ctx, body)?;
     let allow = ctx.version < 1 || req.allow_replication_factor_change;
     let items: Vec<Item> = req

@@ -39,8 +39,8 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey};
 use tracing::{info, warn};
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::Partition;
 use crate::log::dir_move::{MAX_DIR_NAME_LEN, future_dir_name_len};
 use crate::net::response::Response;
@@ -49,16 +49,11 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::AlterReplicaLogDirs,
     min: 1,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// The checks before a move: the replica and the log dir it goes to, or the error code.
-fn check(
-    b: &Broker,
-    topic: &str,
-    index: i32,
-    path: &str,
-) -> Result<(Arc<Partition>, PathBuf), i16> {
+fn check(b: &Base, topic: &str, index: i32, path: &str) -> Result<(Arc<Partition>, PathBuf), i16> {
     if future_dir_name_len(topic, index) > MAX_DIR_NAME_LEN {
         return Err(ResponseError::InvalidTopicException.code());
     }
@@ -81,7 +76,7 @@ fn check(
 }
 
 /// Moves `p` into `dest` off the runtime, then writes the checkpoints of its new dir.
-fn start_move(b: &Arc<Broker>, p: Arc<Partition>, dest: PathBuf) {
+fn start_move(b: &Arc<Base>, p: Arc<Partition>, dest: PathBuf) {
     let b = b.clone();
     tokio::spawn(async move {
         let (topic, index) = (p.topic.clone(), p.index);
@@ -92,7 +87,9 @@ fn start_move(b: &Arc<Broker>, p: Arc<Partition>, dest: PathBuf) {
             Ok(Ok(Some(from))) => {
                 info!(%topic, partition = index, from = %from.display(), to = %dest.display(),
                       "replica moved to another log dir");
-                b.cleaner.move_checkpoint(&from, &dest, &topic, index);
+                b.controller
+                    .cleaner
+                    .move_checkpoint(&from, &dest, &topic, index);
                 let topics = b.controller.topics();
                 let c = &b.controller.checkpoints;
                 for written in [
@@ -113,7 +110,7 @@ fn start_move(b: &Arc<Broker>, p: Arc<Partition>, dest: PathBuf) {
     });
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AlterReplicaLogDirsRequest = super::decode(&ctx, body)?;
     // (topic, partition) -> the path asked last, in the order first asked.
     let mut asked: Vec<((String, i32), String)> = Vec::new();

@@ -23,8 +23,8 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{APIS, ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::features::FEATURES;
 use crate::net::response::Response;
 
@@ -32,7 +32,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ApiVersions,
     min: 0,
     max: 4,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn api_list() -> Vec<ApiVersion> {
@@ -50,7 +50,7 @@ fn api_list() -> Vec<ApiVersion> {
     keys
 }
 
-fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
+fn add_features(b: &Base, version: i16, resp: &mut ApiVersionsResponse) {
     if version < 3 {
         return;
     }
@@ -76,7 +76,7 @@ fn add_features(b: &Broker, version: i16, resp: &mut ApiVersionsResponse) {
     resp.finalized_features_epoch = epoch;
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let _req: ApiVersionsRequest = super::decode(&ctx, body)?;
     let mut resp = ApiVersionsResponse::default();
     resp.api_keys = api_list();

@@ -4,8 +4,8 @@
 
 use kafka_protocol::ResponseError;
 
+use super::Base;
 use super::RequestCtx;
-use crate::broker::Broker;
 pub use crate::security::acl::AclOperation as Op;
 use crate::security::acl::ResourceType;
 
@@ -33,44 +33,44 @@ pub fn txn_denied() -> i16 {
 
 impl RequestCtx {
     /// Whether the principal may do `op` on topic `name`.
-    pub fn may_topic(&self, b: &Broker, op: Op, name: &str) -> bool {
+    pub fn may_topic(&self, b: &Base, op: Op, name: &str) -> bool {
         self.authorize(b, op, ResourceType::Topic, name)
     }
 
     /// Whether the principal may do `op` on group `name`.
-    pub fn may_group(&self, b: &Broker, op: Op, name: &str) -> bool {
+    pub fn may_group(&self, b: &Base, op: Op, name: &str) -> bool {
         self.authorize(b, op, ResourceType::Group, name)
     }
 
     /// Whether the principal may do `op` on transactional id `id`.
-    pub fn may_txn(&self, b: &Broker, op: Op, id: &str) -> bool {
+    pub fn may_txn(&self, b: &Base, op: Op, id: &str) -> bool {
         self.authorize(b, op, ResourceType::TransactionalId, id)
     }
 
     /// None when the principal may do `op` on topic `name`, else TOPIC_AUTHORIZATION_FAILED.
-    pub fn topic_error(&self, b: &Broker, op: Op, name: &str) -> Option<i16> {
+    pub fn topic_error(&self, b: &Base, op: Op, name: &str) -> Option<i16> {
         (!self.may_topic(b, op, name)).then(topic_denied)
     }
 
     /// None when the principal may do `op` on group `name`, else GROUP_AUTHORIZATION_FAILED.
-    pub fn group_error(&self, b: &Broker, op: Op, name: &str) -> Option<i16> {
+    pub fn group_error(&self, b: &Base, op: Op, name: &str) -> Option<i16> {
         (!self.may_group(b, op, name)).then(group_denied)
     }
 
     /// None when the principal may do `op` on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
-    pub fn cluster_error(&self, b: &Broker, op: Op) -> Option<i16> {
+    pub fn cluster_error(&self, b: &Base, op: Op) -> Option<i16> {
         (!self.authorize_cluster(b, op)).then(cluster_denied)
     }
 
     /// None when the principal may do `op` on transactional id `id`, else
     /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
-    pub fn txn_error(&self, b: &Broker, op: Op, id: &str) -> Option<i16> {
+    pub fn txn_error(&self, b: &Base, op: Op, id: &str) -> Option<i16> {
         (!self.may_txn(b, op, id)).then(txn_denied)
     }
 
     /// The authorized operations of `(rt, name)` when `requested`, else Kafka's "not
     /// requested" value.
-    pub fn ops_if(&self, b: &Broker, requested: bool, rt: ResourceType, name: &str) -> i32 {
+    pub fn ops_if(&self, b: &Base, requested: bool, rt: ResourceType, name: &str) -> i32 {
         if requested {
             self.authorized_operations(b, rt, name)
         } else {
@@ -79,7 +79,7 @@ impl RequestCtx {
     }
 
     /// Whether the principal may create topic `name`: CREATE on the cluster or on the topic.
-    pub fn may_create_topic(&self, b: &Broker, name: &str) -> bool {
+    pub fn may_create_topic(&self, b: &Base, name: &str) -> bool {
         self.authorize_cluster(b, Op::Create) || self.may_topic(b, Op::Create, name)
     }
 }
@@ -125,7 +125,7 @@ impl RequestCtx {
     /// cluster. Other types are left to the handler's own validation.
     pub fn config_resource_error(
         &self,
-        b: &Broker,
+        b: &Base,
         op: Op,
         resource_type: i8,
         name: &str,

@@ -10,7 +10,7 @@
 //! APPEND/SUBTRACT on a non-list key INVALID_CONFIG. For brokers a read-only config ("Cannot
 //! update these configs dynamically: [...]") and a bad value are INVALID_REQUEST, as Kafka
 //! answers; keys Kafka does not know are custom configs, stored as given. For groups
-//! (`group::configs`) an empty name is INVALID_REQUEST, APPEND/SUBTRACT (for every key, as
+//! (`cluster::group_config`) an empty name is INVALID_REQUEST, APPEND/SUBTRACT (for every key, as
 //! Kafka's controller knows no group config types) and everything validation refuses
 //! INVALID_CONFIG. A resource's changes apply all or none; `validate_only` checks without
 //! applying.
@@ -19,14 +19,14 @@ use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::ResponseError;
 
-use crate::broker::Broker;
+use super::Base;
 use crate::cluster::TopicError;
+use crate::cluster::group_config as group_configs;
 use crate::cluster::metadata::ConfigResource;
 use crate::cluster::node::ControllerRequest;
 use crate::cluster::topic_config::{self, BrokerDefaults, config_type};
 use crate::config::dynamic;
 use crate::config::keys::{KafkaType, kafka_keys};
-use crate::group::configs as group_configs;
 
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
@@ -220,7 +220,7 @@ fn topic_failure(e: &TopicError, topic: &str) -> Failure {
 }
 
 /// A topic's own configs now; `None` if it does not exist.
-pub fn topic_configs(b: &Broker, name: &str) -> Option<BTreeMap<String, String>> {
+pub fn topic_configs(b: &Base, name: &str) -> Option<BTreeMap<String, String>> {
     let img = b.node().image();
     img.topic(name)?;
     Some(
@@ -243,7 +243,7 @@ fn check_named(name: &str, empty: &str, ops: &[Op]) -> Result<(), Failure> {
 /// Applies `ops` to topic `name` (the ops come either from IncrementalAlterConfigs or, as a
 /// full replacement, from AlterConfigs: `replace`).
 pub async fn alter_topic(
-    b: &Broker,
+    b: &Base,
     name: &str,
     ops: Vec<Op>,
     replace: bool,
@@ -278,7 +278,7 @@ pub async fn alter_topic(
 
 /// A BROKER or BROKER_LOGGER resource name must be this node's id (or, for BROKER, empty:
 /// the cluster-wide default). Returns the broker id named (`None`: the default).
-pub fn check_node_name(b: &Broker, resource_type: i8, name: &str) -> Result<Option<i32>, Failure> {
+pub fn check_node_name(b: &Base, resource_type: i8, name: &str) -> Result<Option<i32>, Failure> {
     if resource_type == BROKER && name.is_empty() {
         return Ok(None);
     }
@@ -296,7 +296,7 @@ pub fn check_node_name(b: &Broker, resource_type: i8, name: &str) -> Result<Opti
 
 /// Applies `ops` to the dynamic configs of this broker or the cluster default (`name`).
 pub async fn alter_broker(
-    b: &Broker,
+    b: &Base,
     name: &str,
     ops: Vec<Op>,
     replace: bool,
@@ -359,7 +359,7 @@ pub fn group_changes(
 
 /// Applies `ops` to the dynamic configs of group `name`.
 pub async fn alter_group(
-    b: &Broker,
+    b: &Base,
     name: &str,
     ops: Vec<Op>,
     replace: bool,

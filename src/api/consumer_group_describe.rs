@@ -14,8 +14,8 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx, group_util::sb};
-use crate::broker::Broker;
 use crate::group::consumer;
 use crate::net::response::Response;
 
@@ -23,10 +23,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ConsumerGroupDescribe,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-fn assignment(b: &Broker, a: &consumer::Assignment) -> Assignment {
+fn assignment(b: &Groups, a: &consumer::Assignment) -> Assignment {
     let mut out = Assignment::default();
     for (id, ps) in a {
         if ps.is_empty() {
@@ -43,7 +43,7 @@ fn assignment(b: &Broker, a: &consumer::Assignment) -> Assignment {
     out
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ConsumerGroupDescribeRequest = super::decode(&ctx, body)?;
     let mut resp = ConsumerGroupDescribeResponse::default();
     for id in req.group_ids {

@@ -18,9 +18,9 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 
+use super::Groups;
 use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx, group_util::sb};
-use crate::broker::Broker;
 use crate::group::consumer::heartbeat::Request;
 use crate::group::consumer::{self, TopicMeta, Topics};
 use crate::net::response::Response;
@@ -29,7 +29,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ConsumerGroupHeartbeat,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// The cluster's topics as the consumer group assignment sees them.
@@ -50,7 +50,7 @@ pub fn topics(replicas: &crate::cluster::Controller) -> Topics {
         .collect()
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ConsumerGroupHeartbeatRequest = super::decode(&ctx, body)?;
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a = consumer::Assignment::new();

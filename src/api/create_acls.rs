@@ -21,8 +21,8 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{ApiKey, CreateAclsRequest, CreateAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::security::acl::AclOperation;
 use crate::security::acl::changes::{self, AclError};
@@ -31,10 +31,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::CreateAcls,
     min: 1,
     max: 3,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: CreateAclsRequest = super::decode(&ctx, body)?;
     let results: Vec<Result<(), AclError>> = match refusal(&b, &ctx) {
         Some(e) => vec![Err(e); req.creations.len()],
@@ -78,7 +78,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
 
 /// Why the whole request is refused, if it is: no authorizer, or no `op` on the cluster
 /// (shared by the three ACL APIs).
-pub(super) fn refusal_for(b: &Broker, ctx: &RequestCtx, op: AclOperation) -> Option<AclError> {
+pub(super) fn refusal_for(b: &Base, ctx: &RequestCtx, op: AclOperation) -> Option<AclError> {
     if b.authorizer.is_none() {
         return Some((
             ResponseError::SecurityDisabled.code(),
@@ -102,6 +102,6 @@ pub(super) fn controller_error(e: &crate::cluster::TopicError) -> AclError {
     )
 }
 
-fn refusal(b: &Broker, ctx: &RequestCtx) -> Option<AclError> {
+fn refusal(b: &Base, ctx: &RequestCtx) -> Option<AclError> {
     refusal_for(b, ctx, AclOperation::Alter)
 }

@@ -30,9 +30,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::TopicError;
 use crate::cluster::control::new_partitions::{
     MAX_ADDITIONAL_PARTITIONS_PER_REQUEST, additional_in_request, request_too_large,
@@ -43,7 +43,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::CreatePartitions,
     min: 0,
     max: 3,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn result(name: &TopicName, code: i16, message: Option<String>) -> CreatePartitionsTopicResult {
@@ -62,7 +62,7 @@ fn error(name: &TopicName, e: &TopicError) -> CreatePartitionsTopicResult {
     result(name, super::errors::topic_error_code(e), message)
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: CreatePartitionsRequest = super::decode(&ctx, body)?;
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for t in &req.topics {

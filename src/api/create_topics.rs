@@ -19,8 +19,8 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::TopicError;
 use crate::net::response::Response;
 
@@ -28,14 +28,14 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::CreateTopics,
     min: 2,
     max: 7,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// Config source codes of DescribeConfigs / CreateTopics.
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
-fn config_entries(b: &Broker, set: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+fn config_entries(b: &Base, set: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
     let eff = crate::cluster::topic_config::effective(&b.controller.defaults().merged, set);
     let defaults: [(&str, String); 8] = [
         ("cleanup.policy", "delete".to_string()),
@@ -75,7 +75,7 @@ fn config_entries(b: &Broker, set: &BTreeMap<String, String>) -> Vec<CreatableTo
     out
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: CreateTopicsRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let mut counts: HashMap<String, usize> = HashMap::new();

@@ -22,8 +22,8 @@ use kafka_protocol::messages::delete_acls_response::{
 use kafka_protocol::messages::{ApiKey, DeleteAclsRequest, DeleteAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::security::acl::changes::{self, AclError};
 use crate::security::acl::{AclBinding, AclOperation};
@@ -32,10 +32,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DeleteAcls,
     min: 1,
     max: 3,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DeleteAclsRequest = super::decode(&ctx, body)?;
     let results: Vec<Result<Vec<AclBinding>, AclError>> =
         match super::create_acls::refusal_for(&b, &ctx, AclOperation::Alter) {

@@ -38,8 +38,8 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 use tokio::time::Instant;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::topic_config::is_compact_only;
 use crate::cluster::{Partition, TopicInfo};
 use crate::net::response::Response;
@@ -48,7 +48,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DeleteRecords,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// A partition whose log start moved here, waiting for its low watermark.
@@ -60,7 +60,7 @@ struct Pending {
 }
 
 /// The checks before the leader's deletion: the partition's replica here, or the error code.
-fn replica(b: &Broker, topic: Option<&Arc<TopicInfo>>, index: i32) -> Result<Arc<Partition>, i16> {
+fn replica(b: &Base, topic: Option<&Arc<TopicInfo>>, index: i32) -> Result<Arc<Partition>, i16> {
     let Some(t) = topic else {
         return Err(ResponseError::UnknownTopicOrPartition.code());
     };
@@ -80,7 +80,7 @@ fn replica(b: &Broker, topic: Option<&Arc<TopicInfo>>, index: i32) -> Result<Arc
     Ok(p.clone())
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DeleteRecordsRequest = super::decode(&ctx, body)?;
     let deadline = Instant::now() + Duration::from_millis(req.timeout_ms.max(0) as u64);
     let mut resp = DeleteRecordsResponse::default();

@@ -14,19 +14,19 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DeleteTopics,
     min: 1,
     max: 6,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DeleteTopicsRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let wanted: Vec<(Option<String>, uuid::Uuid)> = if v >= 6 {

@@ -17,8 +17,8 @@ use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeA
 use kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::security::acl::AclOperation;
 use crate::security::acl::changes;
@@ -27,10 +27,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeAcls,
     min: 1,
     max: 3,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeAclsRequest = super::decode(&ctx, body)?;
     let mut resp = DescribeAclsResponse::default();
     let filter = match super::create_acls::refusal_for(&b, &ctx, AclOperation::Describe) {

@@ -16,8 +16,8 @@ use kafka_protocol::messages::describe_client_quotas_response::{EntityData, Entr
 use kafka_protocol::messages::{ApiKey, DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::quota::entity::{Component, QuotaError};
 
@@ -25,10 +25,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeClientQuotas,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeClientQuotasRequest = super::decode(&ctx, body)?;
     let components: Vec<Component> = req
         .components

@@ -21,15 +21,15 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeCluster,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// Kafka's endpoint types (KIP-919).
@@ -45,7 +45,7 @@ fn broker(id: i32, host: &str, port: u16, rack: Option<String>) -> DescribeClust
     node
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeClusterRequest = super::decode(&ctx, body)?;
     let mut resp = DescribeClusterResponse::default();
     if ctx.version >= 1 && req.endpoint_type != BROKER_ENDPOINT {

@@ -11,7 +11,7 @@
 //! (name = this node id): every logger of `crate::logging` with its level, source
 //! DYNAMIC_BROKER_LOGGER_CONFIG, no synonyms, type UNKNOWN. Groups (any name but the empty
 //! one, whether or not the group exists, as Kafka answers): every group config
-//! (`group::configs`), DYNAMIC_GROUP_CONFIG where the group sets it, else DEFAULT_CONFIG; the
+//! (`cluster::group_config`), DYNAMIC_GROUP_CONFIG where the group sets it, else DEFAULT_CONFIG; the
 //! synonyms are the group's value and the broker setting the default comes from (source
 //! DEFAULT_CONFIG). Other resource types (client metrics) get INVALID_REQUEST.
 //! Config documentation is served for group configs only (null for the others).
@@ -31,20 +31,20 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::authz::{self, Op};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::controller::validate_topic_name;
+use crate::cluster::group_config as group_configs;
 use crate::cluster::topic_config::{self, ConfigSource, config_type};
 use crate::config::{dynamic, keys};
-use crate::group::configs as group_configs;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeConfigs,
     min: 1,
     max: 4,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 const TOPIC: i8 = 2;
@@ -104,7 +104,7 @@ fn encode_entry(e: Entry, synonyms: bool, documentation: bool) -> DescribeConfig
     r
 }
 
-fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+fn topic_entries(b: &Base, name: &str) -> Result<Vec<Entry>, (i16, String)> {
     if let Err(e) = validate_topic_name(name) {
         return Err((ResponseError::InvalidTopicException.code(), e));
     }
@@ -128,7 +128,7 @@ fn topic_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
         .collect())
 }
 
-fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+fn broker_entries(b: &Base, name: &str) -> Result<Vec<Entry>, (i16, String)> {
     let defaults = b.controller.defaults();
     let dynamic = &defaults.dynamic;
     if name.is_empty() {
@@ -210,7 +210,7 @@ fn broker_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
 }
 
 /// This broker's loggers and their levels (`crate::logging`).
-fn logger_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+fn logger_entries(b: &Base, name: &str) -> Result<Vec<Entry>, (i16, String)> {
     super::config_changes::check_node_name(b, BROKER_LOGGER, name)
         .map_err(|(code, m)| (code, m.unwrap_or_default()))?;
     Ok(crate::logging::describe()
@@ -230,7 +230,7 @@ fn logger_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
 }
 
 /// A group's configs, for any group name but the empty one.
-fn group_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+fn group_entries(b: &Base, name: &str) -> Result<Vec<Entry>, (i16, String)> {
     if name.is_empty() {
         return Err((
             ResponseError::InvalidRequest.code(),
@@ -254,7 +254,7 @@ fn group_entries(b: &Broker, name: &str) -> Result<Vec<Entry>, (i16, String)> {
         .collect())
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeConfigsRequest = super::decode(&ctx, body)?;
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {

@@ -26,8 +26,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::Partition;
 use crate::net::response::Response;
 
@@ -35,7 +35,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeLogDirs,
     min: 1,
     max: 4,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// Total and usable bytes of the file system holding `dir`, as Java's FileStore reports them.
@@ -57,7 +57,7 @@ fn partition_entry(p: &Partition) -> DescribeLogDirsPartition {
     e
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeLogDirsRequest = super::decode(&ctx, body)?;
     // Without DESCRIBE on the cluster Kafka answers no log dirs (and, from v3, the error).
     if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Describe) {

@@ -38,8 +38,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::node::requests::{QuorumView, ReplicaView};
 use crate::cluster::node::{ClusterNode, ControllerReply, ControllerRequest};
 use crate::net::response::Response;
@@ -48,7 +48,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeQuorum,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -101,7 +101,7 @@ async fn cluster_view(c: &ClusterNode) -> Option<QuorumView> {
 
 /// The voters' endpoints (v2 `nodes`): each voter's quorum address from the membership (the
 /// voter list for one no longer there).
-fn nodes(b: &Broker, view: &QuorumView) -> Vec<Node> {
+fn nodes(b: &Base, view: &QuorumView) -> Vec<Node> {
     let node = |id: i32, name: &str, host: &str, port: u16| {
         let mut l = Listener::default();
         l.name = s(name);
@@ -132,7 +132,7 @@ fn nodes(b: &Broker, view: &QuorumView) -> Vec<Node> {
         .collect()
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeQuorumRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let mut resp = DescribeQuorumResponse::default();

@@ -33,8 +33,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::controller::validate_topic_name;
 use crate::net::response::Response;
 
@@ -42,7 +42,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeTopicPartitions,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: the
@@ -161,7 +161,7 @@ fn partition_entry(p: &PartitionView) -> DescribeTopicPartitionsResponsePartitio
 /// every topic and answered TOPIC_AUTHORIZATION_FAILED when named (without a look at whether
 /// they exist); the others carry the caller's authorized operations.
 fn authorized(
-    b: &Broker,
+    b: &Base,
     ctx: &RequestCtx,
     mut q: Query,
     topic: impl Fn(&str) -> Option<TopicView>,
@@ -261,7 +261,7 @@ fn error_response(
     resp
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeTopicPartitionsRequest = super::decode(&ctx, body)?;
     let limit = b.config.max_request_partition_size_limit;
     let img = b.node().image();

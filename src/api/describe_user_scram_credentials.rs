@@ -21,8 +21,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::security::scram_store;
 
@@ -30,10 +30,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::DescribeUserScramCredentials,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DescribeUserScramCredentialsRequest = super::decode(&ctx, body)?;
     let users: Option<Vec<String>> = req
         .users

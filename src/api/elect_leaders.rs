@@ -29,8 +29,8 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::control::active::ControlError;
 use crate::cluster::control::election::ElectionRefused;
 use crate::cluster::metadata::MetadataImage;
@@ -41,7 +41,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ElectLeaders,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 const PREFERRED: i8 = 0;
@@ -221,7 +221,7 @@ async fn cluster(
     )
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ElectLeadersRequest = super::decode(&ctx, body)?;
     let mut resp = ElectLeadersResponse::default();
     let election_type = if ctx.version >= 1 {

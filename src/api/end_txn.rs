@@ -16,18 +16,18 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse, ProducerId};
 
+use super::Txns;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::EndTxn,
     min: 0,
     max: 5,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Txns(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Txns>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: EndTxnRequest = super::decode(&ctx, body)?;
     let client_version = if ctx.version > 4 { 2 } else { 0 };
     let refusal = ctx.txn_error(&b, super::authz::Op::Write, &req.transactional_id);

@@ -18,15 +18,15 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::FindCoordinator,
     min: 0,
     max: 6,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 const GROUP: i8 = 0;
@@ -54,7 +54,7 @@ fn error(code: i16) -> Found {
 /// created on first use); on one node, this broker.
 /// DESCRIBE on the group or transactional id, CLUSTER_ACTION for share state keys (brokers'),
 /// as Kafka checks before looking the coordinator up.
-fn refusal(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> Option<i16> {
+fn refusal(b: &Groups, ctx: &RequestCtx, key: &str, key_type: i8) -> Option<i16> {
     use super::authz::Op;
     match key_type {
         GROUP => ctx.group_error(b, Op::Describe, key),
@@ -64,7 +64,7 @@ fn refusal(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> Option<i16>
     }
 }
 
-async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> Found {
+async fn coordinator(b: &Groups, ctx: &RequestCtx, key: &str, key_type: i8) -> Found {
     if let Some(code) = refusal(b, ctx, key, key_type) {
         return error(code);
     }
@@ -75,7 +75,7 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
         _ => return error(ResponseError::InvalidRequest.code()),
     };
     let ready = match key_type {
-        TRANSACTION => b.txn_ready().await,
+        TRANSACTION => crate::txn::ensure_ready(&*b.internal_topics, &b.config.txn).await,
         SHARE => b.share_states.ensure_topic().await.map(|_| ()),
         _ => {
             let cfg = crate::group::store::OffsetsTopic::from_broker(&b.config);
@@ -106,7 +106,7 @@ async fn coordinator(b: &Broker, ctx: &RequestCtx, key: &str, key_type: i8) -> F
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: FindCoordinatorRequest = super::decode(&ctx, body)?;
     let mut resp = FindCoordinatorResponse::default();
     if ctx.version >= 4 {

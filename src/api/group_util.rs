@@ -3,7 +3,7 @@
 use kafka_protocol::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::Broker;
+use super::Base;
 use crate::group::coordinator::CommitOffset;
 
 pub fn sb(s: String) -> StrBytes {
@@ -33,7 +33,7 @@ impl ResolvedCommit {
     /// `refused` names the error of a topic the caller may not commit for (authorization,
     /// checked before the topic's existence).
     pub fn new(
-        b: &Broker,
+        b: &Base,
         topics: Vec<(String, Vec<RequestedOffset>)>,
         refused: impl Fn(&str) -> Option<i16>,
     ) -> ResolvedCommit {

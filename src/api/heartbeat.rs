@@ -6,18 +6,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::Heartbeat,
     min: 0,
     max: 4,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: HeartbeatRequest = super::decode(&ctx, body)?;
     let mut resp = HeartbeatResponse::default();
     if let Some(code) = ctx.group_error(&b, super::authz::Op::Read, &req.group_id) {

@@ -14,7 +14,7 @@
 //!   then); Kafka's errors for unknown loggers and levels, root's deletion, APPEND and
 //!   SUBTRACT (`crate::logging`). Effective at once, not persisted (as Kafka).
 //! - GROUP resources (any group name, whether or not the group exists): SET and DELETE the
-//!   dynamic group configs (`group::configs`), validated as a whole with Kafka's messages;
+//!   dynamic group configs (`cluster::group_config`), validated as a whole with Kafka's messages;
 //!   APPEND and SUBTRACT are INVALID_CONFIG for every key, as Kafka answers. Persisted in the
 //!   controller's metadata; the group and share coordinators read them at the next heartbeat.
 //! - Other resource types are INVALID_REQUEST.
@@ -38,12 +38,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::config_changes::{
     APPEND, BROKER, BROKER_LOGGER, DELETE, Failure, GROUP, Op, SET, TOPIC, alter_broker,
     alter_group, alter_topic, check_node_name, check_ops, invalid_request,
 };
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::logging::{self, Change, Refused};
 use crate::net::response::Response;
 use kafka_protocol::ResponseError;
@@ -52,10 +52,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::IncrementalAlterConfigs,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> Result<(), Failure> {
+async fn alter(b: &Base, res: &AlterConfigsResource, validate_only: bool) -> Result<(), Failure> {
     let name = res.resource_name.as_str();
     let ops: Vec<Op> = res
         .configs
@@ -93,7 +93,7 @@ async fn alter(b: &Broker, res: &AlterConfigsResource, validate_only: bool) -> R
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: IncrementalAlterConfigsRequest = super::decode(&ctx, body)?;
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in &req.resources {

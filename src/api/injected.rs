@@ -12,16 +12,14 @@
 //! UNKNOWN_SERVER_ERROR) at the top, and any other error in each partition it names, where a
 //! client acts on it (an OFFSET_OUT_OF_RANGE resets that partition's position).
 
-use std::sync::Arc;
-
 use anyhow::{Result, anyhow};
 use bytes::Bytes;
 use kafka_protocol::ResponseError as E;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::RequestCtx;
-use crate::broker::Broker;
 use crate::faults::{Action, When};
 use crate::net::response::Response;
 
@@ -104,7 +102,8 @@ pub fn unsupported(spec: &crate::faults::Spec) -> Option<String> {
 /// response. A delay holds the response back; an error answers without applying; a close
 /// ends the connection before or after applying (an error return closes the connection).
 pub async fn apply<F>(
-    b: &Arc<Broker>,
+    faults: &crate::faults::Registry,
+    b: &Base,
     ctx: RequestCtx,
     body: Bytes,
     handle: F,
@@ -118,7 +117,7 @@ where
             .get_or_insert_with(|| super::decode_any(ctx, body.clone()).ok())
             .clone()
     };
-    let fired = b.faults.fire(
+    let fired = faults.fire(
         ctx.api_key as i16,
         ctx.client_id.as_deref(),
         &mut |topic, partition| {
@@ -179,7 +178,7 @@ pub fn from_peer(ctx: &RequestCtx, body: &Bytes) -> bool {
     }
 }
 
-fn name_by_id(b: &Broker, id: &uuid::Uuid) -> String {
+fn name_by_id(b: &Base, id: &uuid::Uuid) -> String {
     b.controller
         .topic_by_id(id)
         .map(|t| t.name.to_string())
@@ -187,7 +186,7 @@ fn name_by_id(b: &Broker, id: &uuid::Uuid) -> String {
 }
 
 /// The topics a request names, each with the partitions it names (empty: the whole topic).
-pub fn topics_of(b: &Broker, req: &RequestKind) -> Vec<(String, Vec<i32>)> {
+pub fn topics_of(b: &Base, req: &RequestKind) -> Vec<(String, Vec<i32>)> {
     let named = |name: &TopicName, id: &uuid::Uuid| -> String {
         if name.is_empty() {
             name_by_id(b, id)

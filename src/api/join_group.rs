@@ -10,8 +10,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx, group_util::sb};
-use crate::broker::Broker;
 use crate::group::coordinator::JoinParams;
 use crate::net::response::Response;
 
@@ -19,10 +19,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::JoinGroup,
     min: 0,
     max: 9,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: JoinGroupRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let p = JoinParams {

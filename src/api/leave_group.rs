@@ -7,18 +7,18 @@ use bytes::Bytes;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::LeaveGroup,
     min: 0,
     max: 5,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: LeaveGroupRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let leaving: Vec<(String, Option<String>)> = if v >= 3 {

@@ -20,15 +20,15 @@ use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{ApiKey, ListConfigResourcesRequest, ListConfigResourcesResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ListConfigResources,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 pub const TOPIC: i8 = 2;
@@ -68,7 +68,7 @@ pub fn list(types: &[i8], r: &Resources) -> Option<Vec<(String, i8)>> {
     Some(out)
 }
 
-fn resources(b: &Broker) -> Resources {
+fn resources(b: &Base) -> Resources {
     let groups = b.controller.group_configs.groups();
     let img = b.node().image();
     let mut topics: Vec<String> = img.topic_ids.keys().map(|t| t.to_string()).collect();
@@ -85,7 +85,7 @@ fn resources(b: &Broker) -> Resources {
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ListConfigResourcesRequest = super::decode(&ctx, body)?;
     let mut resp = ListConfigResourcesResponse::default();
     if let Some(code) = ctx.cluster_error(&b, super::authz::Op::DescribeConfigs) {

@@ -16,8 +16,8 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::{Partition, PartitionError};
 use crate::net::response::Response;
 
@@ -25,7 +25,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ListOffsets,
     min: 1,
     max: 10,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn lookup(
@@ -55,7 +55,7 @@ fn lookup(
     })
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ListOffsetsRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let read_committed = v >= 2 && req.isolation_level == 1;

@@ -20,8 +20,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::metadata::{PartitionRecord, TopicImage};
 use crate::net::response::Response;
 
@@ -29,7 +29,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ListPartitionReassignments,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn ids(v: &[i32]) -> Vec<BrokerId> {
@@ -62,7 +62,7 @@ fn topic_entry<'a>(
     Some(e)
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ListPartitionReassignmentsRequest = super::decode(&ctx, body)?;
     let mut resp = ListPartitionReassignmentsResponse::default();
     resp.error_message = None;

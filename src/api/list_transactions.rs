@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Txns;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::net::response::Response;
 use crate::txn::coordinator::ListFilter;
@@ -29,10 +29,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ListTransactions,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Txns(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Txns>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ListTransactionsRequest = super::decode(&ctx, body)?;
     let mut resp = ListTransactionsResponse::default();
     let pattern = match req.transactional_id_pattern.as_deref() {

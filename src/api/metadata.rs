@@ -15,9 +15,9 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::control::active::CreateTopic;
 use crate::cluster::controller::validate_topic_name;
 use crate::cluster::metadata::{MetadataImage, TopicImage};
@@ -28,7 +28,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::Metadata,
     min: 0,
     max: 13,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn error_entry(
@@ -118,7 +118,7 @@ pub fn client_controller_id(c: &crate::cluster::node::ClusterNode, live: &[i32])
 
 /// Creates `name` with the broker defaults, as auto-creation does; a concurrent creation by
 /// someone else counts as success.
-pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
+pub async fn auto_create(b: &Base, name: &str) -> Result<Arc<TopicInfo>, TopicError> {
     let c = b.node();
     let live = c.image().active_brokers().len().max(1);
     let t = CreateTopic {
@@ -137,7 +137,7 @@ pub async fn auto_create(b: &Broker, name: &str) -> Result<Arc<TopicInfo>, Topic
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: MetadataRequest = super::decode(&ctx, body)?;
     answer(&b, &ctx, req).await
 }
@@ -159,7 +159,7 @@ fn unreachable_leaders(resp: &mut MetadataResponse, alive: impl Fn(i32) -> bool)
 /// v8+: the topics' (those the caller may describe) and the cluster's authorized operations
 /// when asked; Kafka's "not requested" value otherwise.
 fn add_authorized_operations(
-    b: &Broker,
+    b: &Base,
     ctx: &RequestCtx,
     req: &MetadataRequest,
     resp: &mut MetadataResponse,
@@ -190,7 +190,7 @@ fn add_authorized_operations(
 }
 
 /// Auto-creation: allowed by the broker, and by the request from v4 (always before).
-fn allow_create(b: &Broker, req: &MetadataRequest, v: i16) -> bool {
+fn allow_create(b: &Base, req: &MetadataRequest, v: i16) -> bool {
     (v < 4 || req.allow_auto_topic_creation) && b.config.auto_create_topics_enable
 }
 
@@ -201,7 +201,7 @@ fn allow_create(b: &Broker, req: &MetadataRequest, v: i16) -> bool {
 /// without CREATE on the cluster or the topic.
 #[allow(clippy::too_many_arguments)]
 async fn requested(
-    b: &Broker,
+    b: &Base,
     ctx: &RequestCtx,
     asked_create: bool,
     rt: kafka_protocol::messages::metadata_request::MetadataRequestTopic,
@@ -265,7 +265,7 @@ async fn requested(
 
 /// Brokers and partitions from the metadata image.
 async fn answer(
-    b: &Arc<Broker>,
+    b: &Arc<Base>,
     ctx: &RequestCtx,
     req: MetadataRequest,
 ) -> anyhow::Result<Option<Response>> {

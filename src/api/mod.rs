@@ -11,11 +11,11 @@ use anyhow::{Result, anyhow, bail};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use crate::broker::Broker;
 pub use crate::net::request::{
     FrameHead, RequestCtx, Served, anonymous, decode, respond, write_header,
 };
 use crate::net::response::Response;
+pub use context::{Base, Data, Groups, Txns};
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -30,6 +30,7 @@ pub mod authz;
 pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod context;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -98,7 +99,7 @@ pub mod txn_verify;
 /// What handlers ask of the request's context about the broker: quotas and authorization.
 impl RequestCtx {
     /// Records `value` against the client's quota of `kind`; the throttle time in ms.
-    pub fn quota(&self, b: &Broker, kind: crate::quota::QuotaKind, value: usize) -> u64 {
+    pub fn quota(&self, b: &Base, kind: crate::quota::QuotaKind, value: usize) -> u64 {
         let client = self.client_id.as_deref().unwrap_or("");
         b.quotas
             .record(kind, &self.principal.name, client, value as f64)
@@ -108,7 +109,7 @@ impl RequestCtx {
     /// authorizer).
     pub fn authorize(
         &self,
-        b: &Broker,
+        b: &Base,
         op: crate::security::acl::AclOperation,
         rt: crate::security::acl::ResourceType,
         name: &str,
@@ -117,7 +118,7 @@ impl RequestCtx {
     }
 
     /// Whether the request's principal may do `op` on the cluster resource.
-    pub fn authorize_cluster(&self, b: &Broker, op: crate::security::acl::AclOperation) -> bool {
+    pub fn authorize_cluster(&self, b: &Base, op: crate::security::acl::AclOperation) -> bool {
         use crate::security::acl::{ResourceType, model::CLUSTER_NAME};
         self.authorize(b, op, ResourceType::Cluster, CLUSTER_NAME)
     }
@@ -125,7 +126,7 @@ impl RequestCtx {
     /// Whether the request's principal may do `op` on some resource of type `rt`.
     pub fn authorize_by_type(
         &self,
-        b: &Broker,
+        b: &Base,
         op: crate::security::acl::AclOperation,
         rt: crate::security::acl::ResourceType,
     ) -> bool {
@@ -138,7 +139,7 @@ impl RequestCtx {
     /// the ACLs, or every operation of `rt` without an authorizer (as Kafka answers).
     pub fn authorized_operations(
         &self,
-        b: &Broker,
+        b: &Base,
         rt: crate::security::acl::ResourceType,
         name: &str,
     ) -> i32 {
@@ -153,13 +154,22 @@ impl RequestCtx {
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Option<Response>>> + Send>>;
 
+/// A handler, by the context it is given (`context`): a key's module names the narrowest
+/// context that holds what it uses.
+pub enum Handler {
+    Base(fn(Arc<Base>, RequestCtx, Bytes) -> HandlerFuture),
+    Groups(fn(Arc<Groups>, RequestCtx, Bytes) -> HandlerFuture),
+    Txns(fn(Arc<Txns>, RequestCtx, Bytes) -> HandlerFuture),
+    Data(fn(Arc<Data>, RequestCtx, Bytes) -> HandlerFuture),
+}
+
 /// One API key: the versions served and the handler. `None` from a handler means no
 /// response is sent (Produce with acks=0).
 pub struct ApiSpec {
     pub key: ApiKey,
     pub min: i16,
     pub max: i16,
-    pub handle: fn(Arc<Broker>, RequestCtx, Bytes) -> HandlerFuture,
+    pub handle: Handler,
 }
 
 pub static APIS: &[ApiSpec] = &[
@@ -280,75 +290,83 @@ pub fn parse_frame(frame: Bytes) -> Result<Parsed> {
     }
 }
 
-/// Parses a frame and runs its handler (no client address: tests, fuzzing), as if it came
-/// on the broker's internal listener.
-pub async fn dispatch(broker: &Arc<Broker>, frame: Bytes) -> Result<Option<Response>> {
-    let session = crate::security::Session::anonymous(None, broker.internal_listener());
-    dispatch_from(broker, frame, &session).await
-}
-
-/// Parses a frame from the connection whose security state is `session` and runs its handler.
-pub async fn dispatch_from(
-    broker: &Arc<Broker>,
-    frame: Bytes,
-    session: &crate::security::Session,
-) -> Result<Option<Response>> {
-    match parse_frame(frame)? {
-        Parsed::UnsupportedApiVersions { correlation_id } => {
-            Ok(Some(api_versions::unsupported_version(correlation_id)))
-        }
-        Parsed::Request {
-            spec,
-            mut ctx,
-            body,
-        } => {
-            ctx.peer = session.peer;
-            ctx.principal = session.principal.clone();
-            ctx.listener = session.listener.clone();
-            if broker.inter_broker.gate.isolated() && injected::from_peer(&ctx, &body) {
-                anyhow::bail!("isolated from the other nodes: a broker's request is refused");
-            }
-            if broker.faults.idle() {
-                return run(broker, spec, ctx, body).await;
-            }
-            injected::apply(broker, ctx, body, async |ctx, body| {
-                run(broker, spec, ctx, body).await
-            })
-            .await
-        }
-    }
-}
-
-/// Runs a parsed request's handler, throttled by the client's quotas.
-async fn run(
-    broker: &Arc<Broker>,
-    spec: &ApiSpec,
-    ctx: RequestCtx,
-    body: Bytes,
-) -> Result<Option<Response>> {
-    if !broker.quotas.active() {
-        return (spec.handle)(broker.clone(), ctx, body).await;
-    }
-    let asked = ctx.clone();
-    let (out, spent) = throttle::Timed::new((spec.handle)(broker.clone(), ctx, body)).await;
-    let mut out = out?;
-    if let Some(resp) = &mut out {
-        throttle::apply(broker, &asked, spent, resp);
-    }
-    Ok(out)
-}
-
-/// The handlers as the transport reaches them: every frame a connection reads is dispatched
-/// here, on this broker.
+/// The handlers as the transport reaches them: each API group's context, and what the
+/// dispatch itself consults (injected faults, the inter-broker gate). The broker builds it
+/// once; every frame a connection reads is dispatched here.
 pub struct Frontend {
-    broker: Arc<Broker>,
+    pub base: Arc<Base>,
+    pub groups: Arc<Groups>,
+    pub txns: Arc<Txns>,
+    pub data: Arc<Data>,
+    /// The injected faults (`sluice.faults.enable`; `/faults` on the HTTP listener).
+    pub faults: Arc<crate::faults::Registry>,
+    /// The connections to the other brokers, closed while the node is isolated.
+    pub gate: crate::net::gate::Gate,
 }
 
-/// The [`Dispatch`](crate::net::dispatch::Dispatch) the listeners are given.
-pub fn frontend(broker: &Arc<Broker>) -> Arc<dyn crate::net::dispatch::Dispatch> {
-    Arc::new(Frontend {
-        broker: broker.clone(),
-    })
+impl Frontend {
+    /// Parses a frame and runs its handler (no client address: tests, fuzzing), as if it
+    /// came on the broker's internal listener.
+    pub async fn dispatch(&self, frame: Bytes) -> Result<Option<Response>> {
+        let session = crate::security::Session::anonymous(None, self.base.internal_listener());
+        self.dispatch_from(frame, &session).await
+    }
+
+    /// Parses a frame from the connection whose security state is `session` and runs its
+    /// handler.
+    pub async fn dispatch_from(
+        &self,
+        frame: Bytes,
+        session: &crate::security::Session,
+    ) -> Result<Option<Response>> {
+        match parse_frame(frame)? {
+            Parsed::UnsupportedApiVersions { correlation_id } => {
+                Ok(Some(api_versions::unsupported_version(correlation_id)))
+            }
+            Parsed::Request {
+                spec,
+                mut ctx,
+                body,
+            } => {
+                ctx.peer = session.peer;
+                ctx.principal = session.principal.clone();
+                ctx.listener = session.listener.clone();
+                if self.gate.isolated() && injected::from_peer(&ctx, &body) {
+                    anyhow::bail!("isolated from the other nodes: a broker's request is refused");
+                }
+                if self.faults.idle() {
+                    return self.run(spec, ctx, body).await;
+                }
+                injected::apply(&self.faults, &self.base, ctx, body, async |ctx, body| {
+                    self.run(spec, ctx, body).await
+                })
+                .await
+            }
+        }
+    }
+
+    fn handle(&self, spec: &ApiSpec, ctx: RequestCtx, body: Bytes) -> HandlerFuture {
+        match spec.handle {
+            Handler::Base(h) => h(self.base.clone(), ctx, body),
+            Handler::Groups(h) => h(self.groups.clone(), ctx, body),
+            Handler::Txns(h) => h(self.txns.clone(), ctx, body),
+            Handler::Data(h) => h(self.data.clone(), ctx, body),
+        }
+    }
+
+    /// Runs a parsed request's handler, throttled by the client's quotas.
+    async fn run(&self, spec: &ApiSpec, ctx: RequestCtx, body: Bytes) -> Result<Option<Response>> {
+        if !self.base.quotas.active() {
+            return self.handle(spec, ctx, body).await;
+        }
+        let asked = ctx.clone();
+        let (out, spent) = throttle::Timed::new(self.handle(spec, ctx, body)).await;
+        let mut out = out?;
+        if let Some(resp) = &mut out {
+            throttle::apply(&self.base, &asked, spent, resp);
+        }
+        Ok(out)
+    }
 }
 
 impl crate::net::dispatch::Dispatch for Frontend {
@@ -357,7 +375,7 @@ impl crate::net::dispatch::Dispatch for Frontend {
         frame: Bytes,
         session: &'a crate::security::Session,
     ) -> crate::net::dispatch::Answer<'a> {
-        Box::pin(dispatch_from(&self.broker, frame, session))
+        Box::pin(self.dispatch_from(frame, session))
     }
 
     fn served(&self) -> crate::net::request::ServedLookup {
@@ -365,21 +383,21 @@ impl crate::net::dispatch::Dispatch for Frontend {
     }
 
     fn config(&self) -> &crate::config::BrokerConfig {
-        &self.broker.config
+        &self.base.config
     }
 
     fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
-        &self.broker.metrics
+        &self.base.metrics
     }
 
     fn credentials(
         &self,
     ) -> Arc<dyn crate::security::sasl::authenticator::Credentials + Send + Sync> {
-        self.broker.controller.scram.clone()
+        self.base.controller.scram.clone()
     }
 
     fn refuses_connections(&self) -> bool {
-        !self.broker.faults.idle() && self.broker.faults.down_at(std::time::Instant::now())
+        !self.faults.idle() && self.faults.down_at(std::time::Instant::now())
     }
 }
 

@@ -17,9 +17,9 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 
+use super::Groups;
 use super::group_util::{RequestedOffset, ResolvedCommit};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::group::coordinator::CommitParams;
 use crate::net::response::Response;
 
@@ -27,10 +27,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::OffsetCommit,
     min: 2,
     max: 9,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: OffsetCommitRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let requested = req

@@ -15,19 +15,19 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse};
 
+use super::Groups;
 use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::OffsetDelete,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: OffsetDeleteRequest = super::decode(&ctx, body)?;
     let mut resp = OffsetDeleteResponse::default();
     if let Some(code) = ctx.group_error(&b, Op::Delete, req.group_id.0.as_str()) {

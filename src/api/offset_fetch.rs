@@ -16,9 +16,9 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
+use super::Groups;
 use super::authz::Op;
 use super::{ApiSpec, RequestCtx, group_util::sb};
-use crate::broker::Broker;
 use crate::group::coordinator::FetchedOffset;
 use crate::net::response::Response;
 
@@ -26,10 +26,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::OffsetFetch,
     min: 1,
     max: 9,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: OffsetFetchRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let stable = v >= 7 && req.require_stable;
@@ -132,7 +132,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
 /// The offsets of topics the caller may describe; those of the others are dropped from a
 /// listing of every topic, or answered TOPIC_AUTHORIZATION_FAILED when `asked` for by name.
 fn visible(
-    b: &Broker,
+    b: &Groups,
     ctx: &RequestCtx,
     asked: bool,
     found: Vec<(String, Vec<FetchedOffset>)>,

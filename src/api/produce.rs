@@ -46,8 +46,8 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::Data;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::cluster::replication::AckStatus;
 use crate::cluster::{Partition, PartitionError};
@@ -57,7 +57,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::Produce,
     min: 0,
     max: 13,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Data(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// Lowest version served (older ones carry message formats v0/v1).
@@ -75,7 +75,7 @@ fn partition_result(index: i32, error: i16) -> PartitionProduceResponse {
 
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER carry the current leader, and the
 /// response those leaders' endpoints.
-fn add_leader_hints(b: &Broker, listener: &str, resp: &mut ProduceResponse) {
+fn add_leader_hints(b: &Data, listener: &str, resp: &mut ProduceResponse) {
     use kafka_protocol::messages::BrokerId;
     use kafka_protocol::messages::produce_response::NodeEndpoint;
     let img = b.node().image();
@@ -119,7 +119,7 @@ struct Pending {
     leader_epoch: i32,
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Data>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     if ctx.version < MIN_SERVED {
         anyhow::bail!(
             "Produce v{} is listed in ApiVersions for librdkafka's sake but not served \
@@ -143,7 +143,7 @@ async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
         return super::respond(&ctx, &refused(&req, v, code));
     }
     // KIP-890: transactional writes to partitions not (yet) in the transaction.
-    let unverified = super::txn_verify::for_produce(&b, &req, v).await;
+    let unverified = super::txn_verify::for_produce(&b.txn, &req, v).await;
     let mut resp = ProduceResponse::default();
     let mut scratch = BytesMut::new();
     let mut pending = Vec::new();
@@ -404,7 +404,7 @@ mod tests {
 
     struct Fixture {
         node: LocalBroker,
-        broker: Arc<Broker>,
+        broker: Arc<crate::api::Frontend>,
         partition: Arc<Partition>,
     }
 
@@ -426,14 +426,14 @@ mod tests {
         };
         assert!(partition.become_leader(&record, now_ms()).unwrap());
         Fixture {
-            broker: node.broker().clone(),
+            broker: node.broker().frontend.clone(),
             node,
             partition,
         }
     }
 
     /// Sends a Produce v9 of one 2-record batch to t-0; returns (error, base offset).
-    async fn produce(b: &Arc<Broker>, acks: i16, timeout_ms: i32) -> (i16, i64) {
+    async fn produce(b: &crate::api::Frontend, acks: i16, timeout_ms: i32) -> (i16, i64) {
         let mut pd = PartitionProduceData::default();
         pd.index = 0;
         pd.records = Some(Bytes::from(simple_batch(2, 1000, 10)));
@@ -452,10 +452,7 @@ mod tests {
         h.encode(&mut frame, ApiKey::Produce.request_header_version(9))
             .unwrap();
         req.encode(&mut frame, 9).unwrap();
-        let resp = crate::api::dispatch(b, frame.freeze())
-            .await
-            .unwrap()
-            .unwrap();
+        let resp = b.dispatch(frame.freeze()).await.unwrap().unwrap();
         let mut body = Bytes::from(resp.to_vec().unwrap());
         body.advance(4);
         ResponseHeader::decode(&mut body, ApiKey::Produce.response_header_version(9)).unwrap();

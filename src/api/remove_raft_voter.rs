@@ -23,9 +23,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RemoveRaftVoterRequest, RemoveRaftVoterResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::add_raft_voter::{Refusal, change_voters, cluster_for_change};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::quorum::VoterChange;
 use crate::net::response::Response;
 
@@ -33,10 +33,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::RemoveRaftVoter,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn remove(b: &Broker, req: &RemoveRaftVoterRequest) -> Result<(), Refusal> {
+async fn remove(b: &Base, req: &RemoveRaftVoterRequest) -> Result<(), Refusal> {
     let c = cluster_for_change(
         b,
         req.cluster_id.as_ref(),
@@ -52,7 +52,7 @@ async fn remove(b: &Broker, req: &RemoveRaftVoterRequest) -> Result<(), Refusal>
     change_voters(c, change, timeout).await
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: RemoveRaftVoterRequest = super::decode(&ctx, body)?;
     let mut resp = RemoveRaftVoterResponse::default();
     if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {

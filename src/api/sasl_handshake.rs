@@ -16,18 +16,18 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, SaslHandshakeRequest, SaslHandshakeResponse};
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::SaslHandshake,
     min: 0,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(_: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(_: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let _req: SaslHandshakeRequest = super::decode(&ctx, body)?;
     let mut resp = SaslHandshakeResponse::default();
     resp.error_code = ResponseError::IllegalSaslState.code();

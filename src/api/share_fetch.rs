@@ -32,8 +32,8 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::share::AckBatch;
 use crate::share::partition::AckError;
@@ -43,7 +43,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ShareFetch,
     min: 1,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// The most a share fetch reads, whatever it asks for.
@@ -60,7 +60,7 @@ pub fn ack_code(r: Result<(), AckError>) -> (i16, Option<StrBytes>) {
 
 /// Whether the principal may not READ the topic with id `id` (an unknown id is not refused
 /// here: it answers UNKNOWN_TOPIC_ID).
-fn read_denied(b: &Broker, ctx: &RequestCtx, id: &Uuid) -> bool {
+fn read_denied(b: &Groups, ctx: &RequestCtx, id: &Uuid) -> bool {
     b.controller
         .topic_by_id(id)
         .is_some_and(|t| !ctx.may_topic(b, super::authz::Op::Read, &t.name))
@@ -69,7 +69,7 @@ fn read_denied(b: &Broker, ctx: &RequestCtx, id: &Uuid) -> bool {
 /// Acknowledgements of one partition: the member's records there, or the partition's error
 /// (TOPIC_AUTHORIZATION_FAILED without READ on the topic).
 pub fn acknowledge(
-    b: &Broker,
+    b: &Groups,
     ctx: &RequestCtx,
     group: &str,
     member: &str,
@@ -97,7 +97,7 @@ fn top_error(code: i16, message: &str) -> ShareFetchResponse {
     resp
 }
 
-fn partition_data(b: &Broker, tp: TopicPartition) -> PartitionData {
+fn partition_data(b: &Groups, tp: TopicPartition) -> PartitionData {
     let mut pd = PartitionData::default();
     pd.partition_index = tp.1;
     let mut leader = LeaderIdAndEpoch::default();
@@ -120,7 +120,7 @@ pub const INVALID_MEMBER_ID: &str = "Invalid member id in the request.";
 /// request.") for a member id missing, empty or over 36 characters, GROUP_AUTHORIZATION_FAILED
 /// without READ on the group, INVALID_GROUP_ID without a group.
 pub fn session_ids(
-    b: &Broker,
+    b: &Groups,
     ctx: &RequestCtx,
     group: Option<&kafka_protocol::messages::GroupId>,
     member: Option<&StrBytes>,
@@ -139,7 +139,7 @@ pub fn session_ids(
     Ok((group, member))
 }
 
-async fn answer(b: &Broker, ctx: &RequestCtx, req: ShareFetchRequest) -> ShareFetchResponse {
+async fn answer(b: &Groups, ctx: &RequestCtx, req: ShareFetchRequest) -> ShareFetchResponse {
     let ids = session_ids(b, ctx, req.group_id.as_ref(), req.member_id.as_ref());
     let (group, member) = match ids {
         Ok(ids) => ids,
@@ -222,7 +222,7 @@ async fn answer(b: &Broker, ctx: &RequestCtx, req: ShareFetchRequest) -> ShareFe
 
 /// Acquires records of `partitions` for the member, waiting up to max_wait_ms for some.
 async fn fetch(
-    b: &Broker,
+    b: &Groups,
     ctx: &RequestCtx,
     group: &str,
     member: &str,
@@ -340,7 +340,7 @@ async fn fetch(
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ShareFetchRequest = super::decode(&ctx, body)?;
     let resp = answer(&b, &ctx, req).await;
     super::respond(&ctx, &resp)

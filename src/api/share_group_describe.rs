@@ -17,8 +17,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::security::acl::ResourceType;
 
@@ -26,10 +26,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ShareGroupDescribe,
     min: 1,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn describe(b: &Broker, ctx: &RequestCtx, ops: bool, group_id: &str) -> DescribedGroup {
+async fn describe(b: &Groups, ctx: &RequestCtx, ops: bool, group_id: &str) -> DescribedGroup {
     let mut d = DescribedGroup::default();
     d.group_id = StrBytes::from_string(group_id.to_string()).into();
     d.authorized_operations = super::authz::OPS_NOT_REQUESTED;
@@ -87,7 +87,7 @@ async fn describe(b: &Broker, ctx: &RequestCtx, ops: bool, group_id: &str) -> De
     d
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ShareGroupDescribeRequest = super::decode(&ctx, body)?;
     let mut resp = ShareGroupDescribeResponse::default();
     for g in &req.group_ids {

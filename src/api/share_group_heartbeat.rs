@@ -14,8 +14,8 @@ use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, Topic
 use kafka_protocol::messages::{ApiKey, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::share::assignor::TopicMeta;
 use crate::share::group::Heartbeat;
@@ -24,7 +24,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::ShareGroupHeartbeat,
     min: 1,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn refuse(code: i16, message: Option<String>) -> ShareGroupHeartbeatResponse {
@@ -37,7 +37,7 @@ fn refuse(code: i16, message: Option<String>) -> ShareGroupHeartbeatResponse {
 
 /// The answer to `req`, or Kafka's error.
 async fn answer(
-    b: &Broker,
+    b: &Groups,
     ctx: &RequestCtx,
     req: ShareGroupHeartbeatRequest,
 ) -> ShareGroupHeartbeatResponse {
@@ -107,7 +107,7 @@ async fn answer(
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: ShareGroupHeartbeatRequest = super::decode(&ctx, body)?;
     let resp = answer(&b, &ctx, req).await;
     super::respond(&ctx, &resp)

@@ -34,30 +34,30 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::Groups;
 use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 
 pub const DESCRIBE: ApiSpec = ApiSpec {
     key: ApiKey::DescribeShareGroupOffsets,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(describe(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(describe(b, ctx, body))),
 };
 
 pub const ALTER: ApiSpec = ApiSpec {
     key: ApiKey::AlterShareGroupOffsets,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(alter(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(alter(b, ctx, body))),
 };
 
 pub const DELETE: ApiSpec = ApiSpec {
     key: ApiKey::DeleteShareGroupOffsets,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(delete(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(delete(b, ctx, body))),
 };
 
 fn not_found(group_id: &str) -> (i16, Option<StrBytes>) {
@@ -70,7 +70,7 @@ fn not_found(group_id: &str) -> (i16, Option<StrBytes>) {
 }
 
 /// The group is a share group coordinated here: its error and message otherwise.
-fn share_group(b: &Broker, id: &str) -> Result<(), (i16, Option<StrBytes>)> {
+fn share_group(b: &Groups, id: &str) -> Result<(), (i16, Option<StrBytes>)> {
     b.groups.serves(id).map_err(|code| (code, None))?;
     match b.share.start_offsets(id) {
         Some(_) => Ok(()),
@@ -79,7 +79,7 @@ fn share_group(b: &Broker, id: &str) -> Result<(), (i16, Option<StrBytes>)> {
 }
 
 fn partition_out(
-    b: &Broker,
+    b: &Groups,
     topic: &str,
     partition: i32,
     start: i64,
@@ -96,7 +96,7 @@ fn partition_out(
 }
 
 async fn describe(
-    b: Arc<Broker>,
+    b: Arc<Groups>,
     ctx: RequestCtx,
     body: Bytes,
 ) -> anyhow::Result<Option<Response>> {
@@ -190,7 +190,7 @@ async fn describe(
     super::respond(&ctx, &resp)
 }
 
-async fn alter(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn alter(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: AlterShareGroupOffsetsRequest = super::decode(&ctx, body)?;
     let id = req.group_id.0.to_string();
     let mut resp = AlterShareGroupOffsetsResponse::default();
@@ -233,7 +233,7 @@ async fn alter(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
     super::respond(&ctx, &resp)
 }
 
-async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn delete(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DeleteShareGroupOffsetsRequest = super::decode(&ctx, body)?;
     let id = req.group_id.0.to_string();
     let mut resp = DeleteShareGroupOffsetsResponse::default();

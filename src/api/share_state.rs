@@ -33,8 +33,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::share::state::records::{Batch, Key};
 use crate::share::state::{Refusal, Write};
@@ -43,35 +43,35 @@ pub const INITIALIZE: ApiSpec = ApiSpec {
     key: ApiKey::InitializeShareGroupState,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(initialize(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(initialize(b, ctx, body))),
 };
 
 pub const READ: ApiSpec = ApiSpec {
     key: ApiKey::ReadShareGroupState,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(read_state(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(read_state(b, ctx, body))),
 };
 
 pub const WRITE: ApiSpec = ApiSpec {
     key: ApiKey::WriteShareGroupState,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(write(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(write(b, ctx, body))),
 };
 
 pub const DELETE: ApiSpec = ApiSpec {
     key: ApiKey::DeleteShareGroupState,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(delete(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(delete(b, ctx, body))),
 };
 
 pub const SUMMARY: ApiSpec = ApiSpec {
     key: ApiKey::ReadShareGroupStateSummary,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(read_summary(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(read_summary(b, ctx, body))),
 };
 
 /// Kafka's default message for an error answered without one of its own.
@@ -93,7 +93,7 @@ fn message_of(r: &Refusal) -> Option<StrBytes> {
 /// The share partition a request names, or UNKNOWN_TOPIC_OR_PARTITION for a topic id or
 /// partition the cluster does not know (a nil topic id or a negative partition is left to
 /// the coordinator's own checks).
-fn key_of(b: &Broker, group: &str, topic: Uuid, partition: i32) -> Result<Key, Refusal> {
+fn key_of(b: &Groups, group: &str, topic: Uuid, partition: i32) -> Result<Key, Refusal> {
     let key = (group.to_string(), topic, partition);
     if topic.is_nil() || partition < 0 {
         return Ok(key);
@@ -125,7 +125,7 @@ fn batches_in(list: impl IntoIterator<Item = (i64, i64, i8, i16)>) -> Vec<Batch>
 /// no results, as Kafka does. Without CLUSTER_ACTION on the cluster nothing runs and every
 /// named partition is CLUSTER_AUTHORIZATION_FAILED (Kafka's error response).
 async fn each<P, O, F, Fut>(
-    b: &Broker,
+    b: &Groups,
     ctx: &RequestCtx,
     group: &str,
     topics: Vec<(Uuid, Vec<P>)>,
@@ -174,7 +174,7 @@ fn outcome(r: &Result<(), Refusal>) -> (i16, Option<StrBytes>) {
 }
 
 async fn initialize(
-    b: Arc<Broker>,
+    b: Arc<Groups>,
     ctx: RequestCtx,
     body: Bytes,
 ) -> anyhow::Result<Option<Response>> {
@@ -210,7 +210,7 @@ async fn initialize(
 }
 
 async fn read_state(
-    b: Arc<Broker>,
+    b: Arc<Groups>,
     ctx: RequestCtx,
     body: Bytes,
 ) -> anyhow::Result<Option<Response>> {
@@ -267,7 +267,7 @@ async fn read_state(
     super::respond(&ctx, &resp)
 }
 
-async fn write(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn write(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     use kafka_protocol::messages::write_share_group_state_response as wr;
     let req: WriteShareGroupStateRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
@@ -315,7 +315,7 @@ async fn write(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<O
     super::respond(&ctx, &resp)
 }
 
-async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn delete(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: DeleteShareGroupStateRequest = super::decode(&ctx, body)?;
     let states = &b.share_states;
     let topics = req
@@ -348,7 +348,7 @@ async fn delete(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<
 }
 
 async fn read_summary(
-    b: Arc<Broker>,
+    b: Arc<Groups>,
     ctx: RequestCtx,
     body: Bytes,
 ) -> anyhow::Result<Option<Response>> {

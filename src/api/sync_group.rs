@@ -7,8 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
+use super::Groups;
 use super::{ApiSpec, RequestCtx, group_util::sb};
-use crate::broker::Broker;
 use crate::group::coordinator::SyncParams;
 use crate::net::response::Response;
 
@@ -16,10 +16,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::SyncGroup,
     min: 0,
     max: 5,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Groups(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Groups>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: SyncGroupRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let p = SyncParams {

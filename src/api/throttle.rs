@@ -22,8 +22,8 @@ use bytes::BytesMut;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Encodable;
 
+use super::Base;
 use super::{APIS, HandlerFuture, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::{Chunk, Response};
 use crate::quota::QuotaKind;
 
@@ -68,7 +68,7 @@ fn inter_broker(key: ApiKey) -> bool {
 
 /// Records `spent` against the client's request quota and throttles `resp` when the client
 /// is over it.
-pub fn apply(b: &Broker, ctx: &RequestCtx, spent: Duration, resp: &mut Response) {
+pub fn apply(b: &Base, ctx: &RequestCtx, spent: Duration, resp: &mut Response) {
     if resp.quota_exempt || inter_broker(ctx.api_key) {
         return;
     }

@@ -36,9 +36,9 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use super::Txns;
 use super::group_util::{RequestedOffset, ResolvedCommit};
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::group::coordinator::TxnCommitParams;
 use crate::net::response::Response;
 
@@ -46,10 +46,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::TxnOffsetCommit,
     min: 0,
     max: 5,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Txns(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Txns>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: TxnOffsetCommitRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let requested = req

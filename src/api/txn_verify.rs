@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
-use crate::broker::Broker;
+use super::Txns;
 use crate::log::batch::BatchHeader;
 use crate::txn::peers::Purpose;
 use crate::txn::state::*;
@@ -72,7 +72,7 @@ const RETRY_FOR: Duration = Duration::from_millis(100);
 /// at `producer_id`/`producer_epoch`: the partitions that failed, with their errors as
 /// AddPartitionsToTxnManager maps them.
 pub async fn add_or_verify(
-    b: &Broker,
+    b: &Txns,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -135,7 +135,7 @@ pub fn produce_error(code: i16, op: Operation) -> i16 {
 /// transaction open at its epoch are verified (or added) with the coordinator, once for the
 /// request. The error and message of each partition that failed, by (topic name, index).
 pub async fn for_produce(
-    b: &Broker,
+    b: &Txns,
     req: &ProduceRequest,
     version: i16,
 ) -> HashMap<TopicPartition, (i16, Option<String>)> {
@@ -210,7 +210,7 @@ pub async fn for_produce(
 /// the producer's transaction (v5, transaction version 2: it is added). The error to answer
 /// every partition of the request with, if it is not.
 pub async fn for_txn_offset_commit(
-    b: &Broker,
+    b: &Txns,
     transactional_id: &str,
     group_id: &str,
     producer_id: i64,
@@ -252,7 +252,7 @@ pub async fn for_txn_offset_commit(
 
 /// The coordinator's raw answer for each partition.
 async fn ask(
-    b: &Broker,
+    b: &Txns,
     id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -340,7 +340,7 @@ async fn ask(
 }
 
 /// The broker coordinating `id`: the live leader of its `__transaction_state` partition.
-pub fn coordinator_of(b: &Broker, id: &str) -> Result<i32, i16> {
+pub fn coordinator_of(b: &Txns, id: &str) -> Result<i32, i16> {
     let img = b.node().image();
     let t = img
         .topic(crate::txn::store::TOPIC)

@@ -18,8 +18,8 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{ApiKey, UnregisterBrokerRequest, UnregisterBrokerResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::control::active::ControlError;
 use crate::cluster::node::requests::{ControllerReply, ControllerRequest};
 use crate::net::response::Response;
@@ -28,7 +28,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::UnregisterBroker,
     min: 0,
     max: 0,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 fn not_registered(id: i32) -> (i16, String) {
@@ -38,7 +38,7 @@ fn not_registered(id: i32) -> (i16, String) {
     )
 }
 
-async fn unregister(b: &Broker, id: i32) -> Result<(), (i16, String)> {
+async fn unregister(b: &Base, id: i32) -> Result<(), (i16, String)> {
     let c = b.node();
     let epoch = |c: &crate::cluster::node::ClusterNode| c.image().brokers.get(&id).map(|s| s.epoch);
     let before = epoch(c);
@@ -64,7 +64,7 @@ async fn unregister(b: &Broker, id: i32) -> Result<(), (i16, String)> {
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: UnregisterBrokerRequest = super::decode(&ctx, body)?;
     let mut resp = UnregisterBrokerResponse::default();
     if let Some(code) = ctx.cluster_error(&b, super::authz::Op::Alter) {

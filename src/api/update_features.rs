@@ -24,8 +24,8 @@ use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{ApiKey, UpdateFeaturesRequest, UpdateFeaturesResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::Base;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::cluster::features::{FeatureUpdate, SAFE_DOWNGRADE, UPGRADE};
 use crate::cluster::node::requests::{ControllerReply, ControllerRequest};
 use crate::net::response::Response;
@@ -34,7 +34,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::UpdateFeatures,
     min: 0,
     max: 2,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Base(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// The requested updates, one per feature (a later one replaces an earlier one, as Kafka's
@@ -76,7 +76,7 @@ enum Failure {
 }
 
 /// Decides and records the updates.
-async fn update(b: &Broker, ups: Vec<FeatureUpdate>, validate_only: bool) -> Result<(), Failure> {
+async fn update(b: &Base, ups: Vec<FeatureUpdate>, validate_only: bool) -> Result<(), Failure> {
     let c = b.node();
     let req = ControllerRequest::UpdateFeatures {
         updates: ups
@@ -111,7 +111,7 @@ async fn update(b: &Broker, ups: Vec<FeatureUpdate>, validate_only: bool) -> Res
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Base>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: UpdateFeaturesRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let ups = updates(&req, v);

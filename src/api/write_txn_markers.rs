@@ -23,9 +23,9 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
+use super::Txns;
 use super::authz::Op;
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::net::response::Response;
 use crate::producer::TxnMarker;
 
@@ -33,10 +33,10 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::WriteTxnMarkers,
     min: 1,
     max: 1,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Txns(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Txns>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: WriteTxnMarkersRequest = super::decode(&ctx, body)?;
     let mut resp = WriteTxnMarkersResponse::default();
     // ALTER on the cluster is accepted in place of CLUSTER_ACTION, as Kafka does.

@@ -27,9 +27,9 @@ use super::checkpoints::LogDirCheckpoints;
 use super::log_cleaner::LogCleaner;
 use super::partition::{Partition, ReplicaState};
 use super::topic_config::{self, BrokerDefaults, EffectiveTopicConfig};
+use crate::cluster::group_config::GroupConfigs;
 use crate::config::BrokerConfig;
 use crate::config::dynamic::DynamicConfigs;
-use crate::group::configs::GroupConfigs;
 use crate::log::{DirLock, Log};
 
 /// Most partitions one topic may have. One request must not be able to make the broker

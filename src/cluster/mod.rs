@@ -14,6 +14,7 @@ pub mod controller;
 pub mod errors;
 pub mod features;
 pub mod fetcher;
+pub mod group_config;
 pub mod internal_topic;
 pub mod log_cleaner;
 pub mod metadata;

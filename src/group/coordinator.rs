@@ -134,7 +134,7 @@ pub struct ConsumerConfig {
     pub migration: crate::group::consumer::classic::MigrationPolicy,
     /// The dynamic group configs (`consumer.session.timeout.ms`,
     /// `consumer.heartbeat.interval.ms` over the two above).
-    pub per_group: Arc<crate::group::configs::GroupConfigs>,
+    pub per_group: Arc<crate::cluster::group_config::GroupConfigs>,
 }
 
 impl ConsumerConfig {

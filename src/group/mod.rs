@@ -23,7 +23,6 @@
 //! * `loader`: in a cluster, loading and unloading `__consumer_offsets` partitions as this
 //!   broker's leaderships move.
 
-pub mod configs;
 pub mod consumer;
 pub mod coordinator;
 pub mod loader;

@@ -252,7 +252,7 @@ async fn gather(b: &Arc<Broker>) -> Scrape {
         isr_shrinks: super::ISR_SHRINKS.load(Ordering::Relaxed),
         isr_expands: super::ISR_EXPANDS.load(Ordering::Relaxed),
         fetch_sessions: {
-            let cache = b.fetch_sessions.lock().unwrap();
+            let cache = b.frontend.data.fetch_sessions.lock().unwrap();
             (cache.len(), cache.partitions_cached(), cache.evictions())
         },
         groups,

@@ -1,5 +1,5 @@
 //! The one entry from the transport into the handlers. `net` knows no handler: the wiring
-//! (`run`, tests) builds a [`Dispatch`] (`api::frontend`) and passes it to the listeners,
+//! (`run`, tests) builds a [`Dispatch`] (the broker's `api::Frontend`) and passes it to the listeners,
 //! and each connection hands it every frame it reads, with the connection's [`Session`].
 
 use std::future::Future;

@@ -34,8 +34,8 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::clock::now_ms;
+use crate::cluster::group_config::GroupConfigs;
 use crate::config::BrokerConfig;
-use crate::group::configs::GroupConfigs;
 use group::{Answer, Heartbeat, Refusal, Settings, ShareGroup};
 use partition::{AckError, Acquired, Limits, SharePartition};
 use session::{Opened, Sessions, TopicPartition};
@@ -174,7 +174,9 @@ impl ShareConfig {
         match v.as_deref() {
             Some("earliest") => Reset::Earliest,
             Some(d) => match d.strip_prefix("by_duration:") {
-                Some(d) => Reset::ByDuration(crate::group::configs::duration_ms(d).unwrap_or(0)),
+                Some(d) => {
+                    Reset::ByDuration(crate::cluster::group_config::duration_ms(d).unwrap_or(0))
+                }
                 None => Reset::Latest,
             },
             None => Reset::Latest,

@@ -58,7 +58,7 @@ impl LocalBroker {
         })
     }
 
-    /// The broker: its handlers' target (`api::dispatch`), its partitions and coordinators.
+    /// The broker: its handlers' target (`Broker::dispatch`), its partitions and coordinators.
     pub fn broker(&self) -> &Arc<crate::broker::Broker> {
         &self.broker
     }

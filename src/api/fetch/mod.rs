@@ -42,11 +42,11 @@ use kafka_protocol::messages::{ApiKey, FetchRequest};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::Data;
 use super::wire::{
     put_array_len, put_bytes_len, put_no_tags, put_null_array, put_string, put_uvarint,
 };
 use super::{ApiSpec, RequestCtx};
-use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::cluster::Partition;
 use crate::cluster::partition::FollowerFetch;
@@ -57,7 +57,7 @@ pub const SPEC: ApiSpec = ApiSpec {
     key: ApiKey::Fetch,
     min: 4,
     max: 18,
-    handle: |b, ctx, body| Box::pin(handle(b, ctx, body)),
+    handle: super::Handler::Data(|b, ctx, body| Box::pin(handle(b, ctx, body))),
 };
 
 /// One partition of the response.
@@ -229,7 +229,7 @@ fn encode(
 /// KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the
 /// current leader; returns those leaders' endpoints for the response.
 fn add_leader_hints(
-    b: &Broker,
+    b: &Data,
     listener: &str,
     topics: &mut [TopicOut],
     v: i16,
@@ -339,7 +339,7 @@ fn topic_key(v: i16, name: &str, id: uuid::Uuid) -> TopicKey {
     }
 }
 
-async fn handle(b: Arc<Broker>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
+async fn handle(b: Arc<Data>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Option<Response>> {
     let req: FetchRequest = super::decode(&ctx, body)?;
     let v = ctx.version;
     let replica_id = if v >= 15 {

@@ -61,37 +61,35 @@ pub(in crate::http) async fn list_groups(ctx: &Ctx) -> Result<Vec<ListedGroup>, 
         return Err(Failure::from_kafka("ListGroups", resp.error_code));
     }
     let mut listed = resp.groups;
-    if ctx.broker.cluster().is_some() {
-        let md = metadata(ctx, Some(&[])).await?;
-        let all = may(
-            &ctx.broker,
-            &ctx.session,
-            Op::Describe,
-            ResourceType::Cluster,
-            CLUSTER_NAME,
-        );
-        for node in md
-            .brokers
-            .iter()
-            .map(|b| b.node_id.0)
-            .filter(|n| is_peer(&ctx.broker, *n))
-        {
-            match forward::<_, ListGroupsResponse>(&ctx.broker, node, key, &req).await {
-                Ok(r) if r.error_code == 0 => listed.extend(r.groups.into_iter().filter(|g| {
-                    all || may(
-                        &ctx.broker,
-                        &ctx.session,
-                        Op::Describe,
-                        ResourceType::Group,
-                        &g.group_id,
-                    )
-                })),
-                Ok(r) => tracing::debug!(
-                    "console: ListGroups on broker {node}: error {}",
-                    r.error_code
-                ),
-                Err(e) => tracing::debug!("console: no groups from broker {node}: {e:#}"),
-            }
+    let md = metadata(ctx, Some(&[])).await?;
+    let all = may(
+        &ctx.broker,
+        &ctx.session,
+        Op::Describe,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+    );
+    for node in md
+        .brokers
+        .iter()
+        .map(|b| b.node_id.0)
+        .filter(|n| is_peer(&ctx.broker, *n))
+    {
+        match forward::<_, ListGroupsResponse>(&ctx.broker, node, key, &req).await {
+            Ok(r) if r.error_code == 0 => listed.extend(r.groups.into_iter().filter(|g| {
+                all || may(
+                    &ctx.broker,
+                    &ctx.session,
+                    Op::Describe,
+                    ResourceType::Group,
+                    &g.group_id,
+                )
+            })),
+            Ok(r) => tracing::debug!(
+                "console: ListGroups on broker {node}: error {}",
+                r.error_code
+            ),
+            Err(e) => tracing::debug!("console: no groups from broker {node}: {e:#}"),
         }
     }
     listed.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));

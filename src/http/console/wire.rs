@@ -56,7 +56,9 @@ pub async fn call_as<Req: Encodable, Resp: Decodable>(
     let frame = encode_request(key, version, 1, &client_id, req)?;
     // The connection hands dispatch the frame without its size prefix.
     let frame = frame.slice(4..);
-    let resp = crate::api::dispatch_from(broker, frame, session)
+    let resp = broker
+        .frontend
+        .dispatch_from(frame, session)
         .await?
         .ok_or_else(|| anyhow!("no {key:?} response"))?;
     let bytes = resp
@@ -87,7 +89,7 @@ pub async fn call_at<Req: Encodable, Resp: Decodable>(
 
 /// Whether `node` is another broker of this broker's cluster.
 pub fn is_peer(broker: &Broker, node: i32) -> bool {
-    node >= 0 && node != broker.node_id() && broker.cluster().is_some()
+    node >= 0 && node != broker.node_id()
 }
 
 /// Sends `req` to broker `node` over the inter-broker connection, with no check of the
