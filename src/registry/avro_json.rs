@@ -54,21 +54,22 @@ impl AvroSchema {
         AvroSchema::parse(&v.schema, &refs)
     }
 
-    /// Every schema that defines names: the referenced ones, then the main one.
-    fn schemata(&self) -> Vec<&Schema> {
-        self.refs.iter().chain([&self.main]).collect()
+    /// Every named type the schema and its references define.
+    fn resolve(&self) -> Result<(ResolvedSchema<'_>, Names<'_>), String> {
+        let schemata = self.refs.iter().chain([&self.main]).collect();
+        let resolved = ResolvedSchema::new_with_schemata(schemata).map_err(|e| e.to_string())?;
+        let names = resolved
+            .get_names()
+            .iter()
+            .map(|(n, s)| (n.clone(), *s))
+            .collect();
+        Ok((resolved, names))
     }
 
     /// The Avro binary encoding of `json` (Avro's JSON encoding); the error says where it
     /// does not fit.
     pub fn encode(&self, json: &Value) -> Result<Vec<u8>, String> {
-        let resolved =
-            ResolvedSchema::new_with_schemata(self.schemata()).map_err(|e| e.to_string())?;
-        let names: Names = resolved
-            .get_names()
-            .iter()
-            .map(|(n, s)| (n.clone(), *s))
-            .collect();
+        let (resolved, names) = self.resolve()?;
         let value = from_json(&self.main, &names, json, "$")?;
         GenericDatumWriter::builder(&self.main)
             .resolved_schemata(resolved)
@@ -79,13 +80,7 @@ impl AvroSchema {
 
     /// `datum`, Avro binary, in Avro's JSON encoding.
     pub fn decode(&self, mut datum: &[u8]) -> Result<Value, String> {
-        let resolved =
-            ResolvedSchema::new_with_schemata(self.schemata()).map_err(|e| e.to_string())?;
-        let names: Names = resolved
-            .get_names()
-            .iter()
-            .map(|(n, s)| (n.clone(), *s))
-            .collect();
+        let (resolved, names) = self.resolve()?;
         let value = GenericDatumReader::builder(&self.main)
             .resolved_writer_schemata(resolved)
             .build()
