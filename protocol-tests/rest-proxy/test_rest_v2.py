@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""REST Proxy suite, API v2: produce in the binary and JSON embedded formats, topics and
-brokers, and consumer instances that are real members of their group, cross-checked with
-confluent-kafka's Producer, Consumer and AdminClient. REST_PHASE selects the scenarios of one
+"""REST Proxy suite, API v2: produce in the binary, JSON and Avro embedded formats, topics
+and brokers, and consumer instances that are real members of their group, cross-checked with
+confluent-kafka's Producer, Consumer, AdminClient and its Schema Registry serializers. REST_PHASE selects the scenarios of one
 broker start (main, acl; see run)."""
 import base64
+import json
 import os
 import time
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase, wait_until
 from rest_http import ALICE, T, URL, b64, consume, http, name, ok, proxy_off
@@ -19,6 +23,7 @@ S = Suite("rest-proxy")
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
+AVRO = "application/vnd.kafka.avro.v2+json"
 # The main phase's sluice.rest.consumer.instance.timeout.ms (see run).
 INSTANCE_TIMEOUT = float(os.environ.get("REST_INSTANCE_TIMEOUT_MS", "15000")) / 1000
 
@@ -350,6 +355,99 @@ def v2_expiry():
     call("DELETE", base)
 
 
+USER = {"type": "record", "name": "User", "namespace": "sluice.rest",
+        "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"},
+                   {"name": "email", "type": ["null", "string"], "default": None}]}
+
+
+def produce_avro(topic, body):
+    got_status, hdrs, got = http("POST", "/topics/" + topic, body, content_type=AVRO)
+    check(got_status == 200, "POST avro %s: %s %r" % (topic, got_status, got))
+    check((hdrs.get("Content-Type") or "").startswith(V2), "content type %r"
+          % hdrs.get("Content-Type"))
+    check(len(got["offsets"]) == len(body["records"])
+          and all(o["error_code"] is None for o in got["offsets"]), "offsets: %r" % got)
+    return got
+
+
+@S.scenario("v2-avro", timeout=120)
+def v2_avro():
+    t = name("v2avro")
+    create_topic(t, 1)
+    registry = SchemaRegistryClient({"url": URL})
+    # Schemas given: registered under <topic>-key and <topic>-value.
+    got = produce_avro(t, {"key_schema": '"string"', "value_schema": json.dumps(USER),
+                           "records": [
+                               {"key": "ada", "value": {"name": "ada", "age": 36,
+                                                        "email": {"string": "a@x"}}},
+                               {"key": "bo", "value": {"name": "bo", "age": 7,
+                                                       "email": None}}]})
+    kid, vid = got["key_schema_id"], got["value_schema_id"]
+    check(isinstance(kid, int) and isinstance(vid, int) and kid != vid, "ids: %r" % got)
+    check(registry.get_latest_version(t + "-value").schema_id == vid, "the value subject")
+    check(registry.get_latest_version(t + "-key").schema_id == kid, "the key subject")
+    # The same schema again is the same id; schemas by id; a field left to its default.
+    got = produce_avro(t, {"value_schema": json.dumps(USER), "key_schema_id": kid,
+                           "records": [{"key": "cy", "value": {"name": "cy", "age": 1}}]})
+    check((got["key_schema_id"], got["value_schema_id"]) == (kid, vid), "ids: %r" % got)
+    check(registry.get_versions(t + "-value") == [1], "versions: %r"
+          % registry.get_versions(t + "-value"))
+    # confluent-kafka's AvroDeserializer reads what v2 wrote.
+    vctx = SerializationContext(t, MessageField.VALUE)
+    kctx = SerializationContext(t, MessageField.KEY)
+    values, keys = AvroDeserializer(registry), AvroDeserializer(registry)
+    msgs = sorted(consume(t, 3), key=lambda m: m.offset())
+    read_back = [(keys(m.key(), kctx), values(m.value(), vctx)) for m in msgs]
+    check(read_back == [("ada", {"name": "ada", "age": 36, "email": "a@x"}),
+                        ("bo", {"name": "bo", "age": 7, "email": None}),
+                        ("cy", {"name": "cy", "age": 1, "email": None})],
+          "AvroDeserializer read %r" % read_back)
+    # A v2 avro instance reads what AvroSerializer wrote, beside what v2 wrote itself.
+    p = Producer({"bootstrap.servers": BOOTSTRAP})
+    ser = AvroSerializer(registry, json.dumps(USER))
+    p.produce(t, value=ser({"name": "di", "age": 99, "email": "d@x"}, vctx), partition=0)
+    check(p.flush(T) == 0, "records unacknowledged")
+    base = new_instance(name("v2avrogroup"), "rest-avro", fmt="avro")
+    call("POST", base + "/subscription", {"topics": [t]})
+    got = sorted(read(base, 4, accept=AVRO), key=lambda r: r["offset"])
+    check([(r["key"], r["value"]) for r in got] == [
+        ("ada", {"name": "ada", "age": 36, "email": {"string": "a@x"}}),
+        ("bo", {"name": "bo", "age": 7, "email": None}),
+        ("cy", {"name": "cy", "age": 1, "email": None}),
+        (None, {"name": "di", "age": 99, "email": {"string": "d@x"}})], "v2 read %r" % got)
+    refused("GET", base + "/records", 406, 40601, headers={"Accept": BINARY},
+            answer_type=BINARY)
+    # A record not in the wire format fails the read (40801), as kafka-rest's deserializer.
+    produce_real(t, [b"not avro"])
+    status, _, body = http("GET", base + "/records?timeout=2000", headers={"Accept": AVRO})
+    check(status == 408 and body["error_code"] == 40801, "plain bytes: %s %r" % (status, body))
+    call("DELETE", base)
+    # kafka-rest's refusals.
+    rec = {"key": "k", "value": {"name": "x", "age": 1}}
+    refused("POST", "/topics/" + t, 422, 42201, body={"value_schema_id": vid, "records": [rec]},
+            content_type=AVRO, message="Request includes keys but does not include key schema")
+    refused("POST", "/topics/" + t, 422, 42202, body={"key_schema_id": kid, "records": [rec]},
+            content_type=AVRO,
+            message="Request includes values but does not include value schema")
+    refused("POST", "/topics/" + t, 400, 400, content_type=AVRO,
+            body={"value_schema_id": vid, "records": [{"value": {"name": 5, "age": 1}}]})
+    refused("POST", "/topics/" + t, 400, 400, content_type=AVRO,
+            body={"value_schema": '{"type": "nope"}', "records": [{"value": 1}]})
+    refused("POST", "/topics/" + t, 422, 42207, content_type=AVRO,
+            body={"value_schema_id": 987654, "records": [{"value": 1}]})
+    # An id registered under another subject: not this topic's value schema.
+    refused("POST", "/topics/" + t, 422, 42207, content_type=AVRO,
+            body={"value_schema_id": kid, "records": [{"value": "k"}]})
+    # The registry's compatibility check refuses a value schema BACKWARD cannot follow.
+    changed = dict(USER, fields=USER["fields"] + [{"name": "new", "type": "int"}])
+    got = refused("POST", "/topics/" + t, 422, 42207, content_type=AVRO,
+                  body={"value_schema": json.dumps(changed),
+                        "records": [{"value": {"name": "x", "age": 1, "new": 2}}]})
+    check("error code: 409" in got["message"], "incompatible: %r" % got)
+    check(ok("GET", "/topics/%s/partitions/0/offsets" % t)["end_offset"] == 5,
+          "refused requests wrote nothing")
+
+
 @S.scenario("v2-acl", timeout=90)
 def v2_acl():
     t = name("v2acl")
@@ -381,7 +479,7 @@ def v2_off():
 
 PHASES = {
     "main": ["v2-topics", "v2-produce", "v2-consume", "v2-rebalance", "v2-seek", "v2-errors",
-             "v2-expiry"],
+             "v2-avro", "v2-expiry"],
     "acl": ["v2-acl"],
     "off": ["v2-off"],
 }

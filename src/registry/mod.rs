@@ -17,11 +17,17 @@
 //! The topic is created on first write as Confluent's registry creates it: one partition,
 //! `cleanup.policy=compact`, the replication factor of
 //! `sluice.schema.registry.topic.replication.factor` (one on a single node).
+//!
+//! Beside the registry itself: the Confluent wire format that serialized keys and values
+//! travel in ([`wire`]) and Avro's JSON encoding ([`avro_json`]), which the REST Proxy's
+//! schema-based embedded formats use.
 
+pub mod avro_json;
 pub mod errors;
 pub mod formats;
 pub mod records;
 pub mod store;
+pub mod wire;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

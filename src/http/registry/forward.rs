@@ -60,6 +60,19 @@ pub struct WriteRequest {
     pub body: Bytes,
 }
 
+impl WriteRequest {
+    /// A write made on this broker rather than received: `POST target` with a JSON body.
+    pub fn post(target: String, body: String) -> WriteRequest {
+        WriteRequest {
+            method: Method::POST,
+            target,
+            content_type: Some(CONTENT_TYPE.to_string()),
+            forwarded: false,
+            body: Bytes::from(body),
+        }
+    }
+}
+
 impl<S: Send + Sync> FromRequest<S> for WriteRequest {
     type Rejection = Response;
 

@@ -110,7 +110,7 @@ fn reply(a: Answer) -> Response {
 }
 
 /// The registry, when the broker is open and the registry on.
-fn registry(s: &HttpState) -> Result<Arc<Registry>, Error> {
+pub(in crate::http) fn registry(s: &HttpState) -> Result<Arc<Registry>, Error> {
     let Some(b) = s.broker.get() else {
         return Err(Error {
             status: 503,
@@ -249,6 +249,36 @@ async fn register(
     w: WriteRequest,
 ) -> Response {
     forward::write(&s, &w, || register_here(&s, &subject, &w.body)).await
+}
+
+/// Registers `schema` of `schema_type` under `subject` as `POST /subjects/{subject}/versions`
+/// does, forwarded to the registry's writer when that is another broker: its id, or the
+/// registry's error. The REST Proxy registers the schemas a produce request gives so.
+pub(in crate::http) async fn register_schema(
+    s: &HttpState,
+    subject: &str,
+    schema_type: &str,
+    schema: &str,
+) -> Result<i32, Error> {
+    let body = json!({"schema": schema, "schemaType": schema_type}).to_string();
+    let w = WriteRequest::post(format!("/subjects/{subject}/versions"), body);
+    let answer = register(State(s.clone()), Path(subject.to_string()), w).await;
+    let status = answer.status().as_u16();
+    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20)
+        .await
+        .map_err(|e| Error::store(e.to_string()))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::store(e.to_string()))?;
+    match (v["id"].as_i64(), v["error_code"].as_u64()) {
+        (Some(id), _) if status == 200 => {
+            i32::try_from(id).map_err(|e| Error::store(e.to_string()))
+        }
+        (_, Some(code)) => Err(Error {
+            status,
+            code: u32::try_from(code).unwrap_or(50001),
+            message: v["message"].as_str().unwrap_or_default().to_string(),
+        }),
+        _ => Err(Error::store(format!("the registry answered {status} {v}"))),
+    }
 }
 
 async fn register_here(s: &HttpState, subject: &str, body: &[u8]) -> Answer {

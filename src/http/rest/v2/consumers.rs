@@ -74,7 +74,8 @@ fn settings(b: &CreateBody) -> Result<Settings, RestError> {
     let format = match b.format.as_deref().map(str::to_ascii_uppercase).as_deref() {
         None | Some("BINARY") => Format::Binary,
         Some("JSON") => Format::Json,
-        Some(f @ ("AVRO" | "JSONSCHEMA" | "PROTOBUF")) => {
+        Some("AVRO") => Format::Avro,
+        Some(f @ ("JSONSCHEMA" | "PROTOBUF")) => {
             return Err(invalid_config(format!(
                 "the {} embedded format is not served by this proxy",
                 f.to_ascii_lowercase()
@@ -314,7 +315,7 @@ fn accepted(headers: &HeaderMap) -> Option<Result<Format, &'static str>> {
         | "application/*"
         | "*/*" => Some(Ok(Format::Binary)),
         "application/vnd.kafka.json.v2+json" => Some(Ok(Format::Json)),
-        "application/vnd.kafka.avro.v2+json" => Some(Err("application/vnd.kafka.avro.v2+json")),
+        "application/vnd.kafka.avro.v2+json" => Some(Ok(Format::Avro)),
         "application/vnd.kafka.jsonschema.v2+json" => {
             Some(Err("application/vnd.kafka.jsonschema.v2+json"))
         }
@@ -548,7 +549,11 @@ mod tests {
         assert!(s.auto_commit && s.min_bytes == 10 && s.format == Format::Binary);
         let code = |v| settings(&body(v)).err().map(|e| e.code);
         assert_eq!(code(json!({"format": "xml"})), Some(422));
-        assert_eq!(code(json!({"format": "avro"})), Some(42204));
+        assert_eq!(code(json!({"format": "protobuf"})), Some(42204));
+        assert_eq!(
+            settings(&body(json!({"format": "AVRO"}))).unwrap().format,
+            Format::Avro
+        );
         assert_eq!(code(json!({"auto.offset.reset": "middle"})), Some(42204));
         assert_eq!(code(json!({"auto.commit.enable": "maybe"})), Some(42204));
         assert_eq!(code(json!({"fetch.min.bytes": -5})), Some(40001));
@@ -573,8 +578,12 @@ mod tests {
             h("text/html, application/vnd.kafka.json.v2+json; q=0.5"),
             Some(Ok(Format::Json))
         );
-        assert!(matches!(
+        assert_eq!(
             h("application/vnd.kafka.avro.v2+json"),
+            Some(Ok(Format::Avro))
+        );
+        assert!(matches!(
+            h("application/vnd.kafka.protobuf.v2+json"),
             Some(Err(_))
         ));
         assert_eq!(h("application/json"), None);

@@ -79,6 +79,7 @@ pub(super) enum Pos {
 pub(super) enum Format {
     Binary,
     Json,
+    Avro,
 }
 
 impl Format {
@@ -86,6 +87,7 @@ impl Format {
         match self {
             Format::Binary => "application/vnd.kafka.binary.v2+json",
             Format::Json => "application/vnd.kafka.json.v2+json",
+            Format::Avro => "application/vnd.kafka.avro.v2+json",
         }
     }
 }

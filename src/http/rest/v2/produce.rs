@@ -4,14 +4,17 @@
 //! "error_code", "error"}]}` with one entry per record, in order.
 //!
 //! The body's `Content-Type` is the embedded format: `application/vnd.kafka.binary.v2+json`
-//! (key and value base64) or `application/vnd.kafka.json.v2+json` (any JSON, written as its
-//! text); others are 415. A record goes to its own `partition`, else the path's, else the
+//! (key and value base64), `application/vnd.kafka.json.v2+json` (any JSON, written as its
+//! text) or `application/vnd.kafka.avro.v2+json` (Avro data in Avro's JSON encoding, written
+//! in Confluent's wire format through the schemas the body names: `key_schema` or
+//! `key_schema_id`, `value_schema` or `value_schema_id`, see [`super::schemas`]; the answer
+//! carries their ids); others are 415. A record goes to its own `partition`, else the path's, else the
 //! partition the Java client's partitioner picks for its key. Each is written through the
 //! Produce handler (acks=all) as the caller; a record Kafka refuses gets its error in its
 //! entry (40301 refused, 50003 retriable, 50002 other), and the status is 403 when one was
 //! refused, as kafka-rest answers.
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use base64::Engine;
@@ -20,8 +23,10 @@ use kafka_protocol::ResponseError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::schemas::{Part, WriteSchema};
 use super::topics::{partition_not_found, topic_not_found};
 use super::{Answer, Fail, V2_JSON, V2Req, unprocessable, unsupported_media_type};
+use crate::http::HttpState;
 use crate::http::console::produce::{Outgoing, Refusal, Target, send};
 use crate::http::console::wire::denied;
 use crate::http::rest::RestError;
@@ -31,6 +36,7 @@ use crate::http::rest::RestError;
 enum Format {
     Binary,
     Json,
+    Avro,
 }
 
 impl Format {
@@ -38,22 +44,28 @@ impl Format {
         match content_type {
             "application/vnd.kafka.binary.v2+json" => Ok(Format::Binary),
             "application/vnd.kafka.json.v2+json" => Ok(Format::Json),
-            "application/vnd.kafka.avro.v2+json"
-            | "application/vnd.kafka.jsonschema.v2+json"
+            "application/vnd.kafka.avro.v2+json" => Ok(Format::Avro),
+            "application/vnd.kafka.jsonschema.v2+json"
             | "application/vnd.kafka.protobuf.v2+json" => Err(RestError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 415,
                 format!(
-                    "HTTP 415 Unsupported Media Type: {content_type} (the schema-based embedded formats are not served by this proxy)"
+                    "HTTP 415 Unsupported Media Type: {content_type} (the jsonschema and protobuf embedded formats are not served by this proxy)"
                 ),
             )),
             _ => Err(unsupported_media_type()),
         }
     }
 
-    /// The bytes of a key or value; None for null.
-    fn bytes(self, v: &Value) -> Result<Option<Bytes>, RestError> {
+    /// The bytes of a key or value; None for null. `schema`: the Avro key's or value's.
+    fn bytes(
+        self,
+        part: Part,
+        schema: Option<&WriteSchema>,
+        v: &Value,
+    ) -> Result<Option<Bytes>, RestError> {
         match (self, v) {
+            (Format::Avro, v) => super::schemas::encode(part, schema, v),
             (_, Value::Null) => Ok(None),
             (Format::Json, v) => Ok(Some(Bytes::from(v.to_string()))),
             (Format::Binary, Value::String(s)) => base64::engine::general_purpose::STANDARD
@@ -76,6 +88,10 @@ fn not_base64(v: &Value) -> RestError {
 struct ProduceBody {
     #[serde(default)]
     records: Vec<RecordIn>,
+    key_schema: Option<String>,
+    key_schema_id: Option<i32>,
+    value_schema: Option<String>,
+    value_schema_id: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -88,15 +104,17 @@ struct RecordIn {
 }
 
 pub(super) async fn to_topic(
+    State(s): State<HttpState>,
     r: V2Req,
     Path(topic): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    produce(r, &topic, None, &headers, &body).await
+    produce(&s, r, &topic, None, &headers, &body).await
 }
 
 pub(super) async fn to_partition(
+    State(s): State<HttpState>,
     r: V2Req,
     Path((topic, partition)): Path<(String, String)>,
     headers: HeaderMap,
@@ -105,7 +123,7 @@ pub(super) async fn to_partition(
     let Ok(p) = partition.parse::<i32>() else {
         return Err(RestError::not_found().into());
     };
-    produce(r, &topic, Some(p), &headers, &body).await
+    produce(&s, r, &topic, Some(p), &headers, &body).await
 }
 
 /// A per-record error entry, as kafka-rest classifies the producer's exception.
@@ -124,6 +142,7 @@ fn failed(code: i16, message: Option<String>) -> Value {
 }
 
 async fn produce(
+    s: &HttpState,
     r: V2Req,
     topic: &str,
     path_partition: Option<i32>,
@@ -139,18 +158,29 @@ async fn produce(
     if req.records.is_empty() {
         return Err(unprocessable(42206, "Payload error. records may not be empty").into());
     }
+    let (mut key_schema, mut value_schema) = (None, None);
+    if format == Format::Avro {
+        let (text, id) = (req.key_schema.as_deref(), req.key_schema_id);
+        key_schema = super::schemas::for_produce(s, topic, Part::Key, text, id).await?;
+        let (text, id) = (req.value_schema.as_deref(), req.value_schema_id);
+        value_schema = super::schemas::for_produce(s, topic, Part::Value, text, id).await?;
+    }
+    let ids = (
+        key_schema.as_ref().map(|w| w.id),
+        value_schema.as_ref().map(|w| w.id),
+    );
     // Every record is encoded first: a record that does not encode fails the request.
     let mut encoded = Vec::with_capacity(req.records.len());
     for rec in &req.records {
-        let key = format.bytes(&rec.key)?;
-        let value = format.bytes(&rec.value)?;
+        let key = format.bytes(Part::Key, key_schema.as_ref(), &rec.key)?;
+        let value = format.bytes(Part::Value, value_schema.as_ref(), &rec.value)?;
         encoded.push((rec.partition.or(path_partition), key, value));
     }
     let target = match Target::of(&r.ctx, topic).await {
         Ok(t) => t,
         Err(Refusal::Kafka(code, msg)) if denied(code) => {
             let offsets: Vec<Value> = encoded.iter().map(|_| failed(code, msg.clone())).collect();
-            return answer(StatusCode::FORBIDDEN, offsets);
+            return answer(StatusCode::FORBIDDEN, ids, offsets);
         }
         Err(Refusal::Kafka(code, _)) if code == ResponseError::UnknownTopicOrPartition.code() => {
             return Err(topic_not_found().into());
@@ -194,13 +224,14 @@ async fn produce(
             Err(Refusal::Http(f)) => return Err(f.into()),
         }
     }
-    answer(status, offsets)
+    answer(status, ids, offsets)
 }
 
-fn answer(status: StatusCode, offsets: Vec<Value>) -> Answer {
+/// The answer: the schema ids written with (avro; null otherwise) and each record's entry.
+fn answer(status: StatusCode, ids: (Option<i32>, Option<i32>), offsets: Vec<Value>) -> Answer {
     let body = json!({
-        "key_schema_id": null,
-        "value_schema_id": null,
+        "key_schema_id": ids.0,
+        "value_schema_id": ids.1,
         "offsets": offsets,
     });
     Ok((status, [(header::CONTENT_TYPE, V2_JSON)], body.to_string()).into_response())
@@ -220,21 +251,27 @@ mod tests {
             Format::of("application/vnd.kafka.json.v2+json").unwrap(),
             Format::Json
         );
+        assert_eq!(
+            Format::of("application/vnd.kafka.avro.v2+json").unwrap(),
+            Format::Avro
+        );
         for bad in [
             "application/json",
             "application/vnd.kafka.v2+json",
             "",
-            "application/vnd.kafka.avro.v2+json",
+            "application/vnd.kafka.protobuf.v2+json",
         ] {
             assert_eq!(Format::of(bad).unwrap_err().code, 415, "{bad}");
         }
-        let b = Format::Binary.bytes(&json!("aGk=")).unwrap();
+        let bytes = |f: Format, v: &Value| f.bytes(Part::Value, None, v);
+        let b = bytes(Format::Binary, &json!("aGk=")).unwrap();
         assert_eq!(b.as_deref(), Some(&b"hi"[..]));
-        assert_eq!(Format::Binary.bytes(&json!(7)).unwrap_err().code, 42207);
-        assert_eq!(Format::Binary.bytes(&json!("!!")).unwrap_err().code, 42207);
-        let j = Format::Json.bytes(&json!({"a": 1})).unwrap();
+        assert_eq!(bytes(Format::Binary, &json!(7)).unwrap_err().code, 42207);
+        assert_eq!(bytes(Format::Binary, &json!("!!")).unwrap_err().code, 42207);
+        let j = bytes(Format::Json, &json!({"a": 1})).unwrap();
         assert_eq!(j.as_deref(), Some(&br#"{"a":1}"#[..]));
-        assert_eq!(Format::Json.bytes(&Value::Null).unwrap(), None);
+        assert_eq!(bytes(Format::Json, &Value::Null).unwrap(), None);
+        assert_eq!(bytes(Format::Avro, &json!(1)).unwrap_err().code, 42202);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::instance::{Format, Instance, Mode, Pos, Reset, Tp, illegal_state};
+use super::schemas::Decoder;
 use crate::http::console::Ctx;
 use crate::http::console::messages::fetch;
 use crate::http::console::wire::denied;
@@ -107,6 +108,7 @@ async fn round(
     r: &mut Reading,
 ) -> Result<(), RestError> {
     let positions = inst.resolve(ctx, assigned).await?;
+    let mut decoder = Decoder::new(&ctx.broker.schemas);
     set_positions(inst, positions.iter().map(|(tp, o)| (tp.clone(), *o)));
     for (tp, from) in positions {
         let (records, error) = fetch(ctx, &tp.0, tp.1, from).await?;
@@ -128,7 +130,8 @@ async fn round(
         }
         let Some(bytes) = records else { continue };
         let mut next = from;
-        let taken = take(inst.settings.format, &tp, &bytes, &mut next, r);
+        let format = inst.settings.format;
+        let taken = take(format, &mut decoder, &tp, &bytes, &mut next, r);
         set_positions(inst, [(tp.clone(), next)]);
         taken?;
         if r.full || r.enough {
@@ -141,6 +144,7 @@ async fn round(
 /// Adds the records of `bytes` from `next` on to the answer, moving `next` past each.
 fn take(
     format: Format,
+    decoder: &mut Decoder<'_>,
     tp: &Tp,
     bytes: &Bytes,
     next: &mut i64,
@@ -167,7 +171,7 @@ fn take(
                     r.full = true;
                     return Ok(());
                 }
-                r.out.push(record_json(format, tp, rec)?);
+                r.out.push(record_json(format, decoder, tp, rec)?);
                 *next = rec.offset + 1;
                 r.bytes += size;
                 if r.bytes > r.min {
@@ -214,25 +218,35 @@ fn out_of_range(inst: &Instance, tp: &Tp, from: i64) -> Result<(), RestError> {
 }
 
 /// A record as v2 answers it: `topic`, `key`, `value`, `partition`, `offset`; key and value
-/// in base64 (binary) or as the JSON they hold (json: one that is not JSON fails the read
-/// with 40801, as kafka-rest's deserializer fails).
-fn record_json(format: Format, tp: &Tp, rec: &Record) -> Result<Value, RestError> {
-    let conv = |b: &Option<Bytes>| -> Result<Value, RestError> {
+/// in base64 (binary), as the JSON they hold (json), or in Avro's JSON encoding, decoded
+/// from Confluent's wire format through the schema its id names (avro). One that does not
+/// decode fails the read with 40801, as kafka-rest's deserializer fails.
+fn record_json(
+    format: Format,
+    decoder: &mut Decoder<'_>,
+    tp: &Tp,
+    rec: &Record,
+) -> Result<Value, RestError> {
+    let undecodable = |what: &str, why: String| {
+        RestError::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            40801,
+            format!(
+                "Error deserializing {what} of {}-{} at offset {}: {why}",
+                tp.0, tp.1, rec.offset
+            ),
+        )
+    };
+    let mut conv = |b: &Option<Bytes>| -> Result<Value, RestError> {
         let Some(b) = b else { return Ok(Value::Null) };
         match format {
             Format::Binary => Ok(Value::String(
                 base64::engine::general_purpose::STANDARD.encode(b),
             )),
-            Format::Json => serde_json::from_slice(b).map_err(|e| {
-                RestError::new(
-                    axum::http::StatusCode::REQUEST_TIMEOUT,
-                    40801,
-                    format!(
-                        "Error deserializing JSON of {}-{} at offset {}: {e}",
-                        tp.0, tp.1, rec.offset
-                    ),
-                )
-            }),
+            Format::Json => {
+                serde_json::from_slice(b).map_err(|e| undecodable("JSON", e.to_string()))
+            }
+            Format::Avro => decoder.avro(b).map_err(|why| undecodable("Avro", why)),
         }
     };
     Ok(json!({
@@ -247,6 +261,7 @@ fn record_json(format: Format, tp: &Tp, rec: &Record) -> Result<Value, RestError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::avro_json::AvroSchema;
     use kafka_protocol::records::TimestampType;
 
     fn rec(offset: i64, key: Option<&'static [u8]>, value: &'static [u8]) -> Record {
@@ -270,15 +285,39 @@ mod tests {
     #[test]
     fn records_answer_in_the_instance_format() {
         let tp = ("t".to_string(), 2);
-        let b = record_json(Format::Binary, &tp, &rec(7, Some(b"k"), b"\x00v")).unwrap();
+        let mut none = Decoder::with(|id| Err(format!("no schema {id}")));
+        let b = record_json(
+            Format::Binary,
+            &mut none,
+            &tp,
+            &rec(7, Some(b"k"), b"\x00v"),
+        );
         assert_eq!(
-            b,
+            b.unwrap(),
             json!({"topic": "t", "key": "aw==", "value": "AHY=", "partition": 2, "offset": 7})
         );
-        let j = record_json(Format::Json, &tp, &rec(8, None, br#"{"a":[1]}"#)).unwrap();
+        let j = record_json(Format::Json, &mut none, &tp, &rec(8, None, br#"{"a":[1]}"#));
+        let j = j.unwrap();
         assert_eq!(j["value"], json!({"a": [1]}));
         assert_eq!(j["key"], Value::Null);
-        let e = record_json(Format::Json, &tp, &rec(9, None, b"not json")).unwrap_err();
+        let e = record_json(Format::Json, &mut none, &tp, &rec(9, None, b"not json"));
+        let e = e.unwrap_err();
         assert_eq!((e.status.as_u16(), e.code), (408, 40801));
+        // avro: framed with schema id 7 (a long), 21 zig-zag encoded as 42
+        let mut long = Decoder::with(|id| match id {
+            7 => AvroSchema::parse(r#""long""#, &[]),
+            _ => Err(format!("no schema {id}")),
+        });
+        let framed = b"\x00\x00\x00\x00\x07\x2a";
+        let a = record_json(Format::Avro, &mut long, &tp, &rec(10, None, framed));
+        assert_eq!(a.unwrap()["value"], json!(21));
+        for bad in [
+            &b"\x00\x00\x00\x00\x08\x2a"[..],
+            b"\x01\x00\x00\x00\x07\x2a",
+            b"xy",
+        ] {
+            let e = record_json(Format::Avro, &mut long, &tp, &rec(11, None, bad)).unwrap_err();
+            assert_eq!(e.code, 40801, "{}", e.message);
+        }
     }
 }
