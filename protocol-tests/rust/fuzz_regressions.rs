@@ -119,7 +119,7 @@ fn create_topics_error(b: &TestBroker, validate_only: bool) -> i16 {
     frame.push(validate_only as u8);
     let resp = b
         .node
-        .block_on(dispatch(&b.broker, Bytes::from(frame)))
+        .block_on(b.broker.dispatch(Bytes::from(frame)))
         .expect("CreateTopics is answered")
         .expect("with a response");
     let mut bytes = Vec::new();
