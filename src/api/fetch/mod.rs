@@ -448,9 +448,13 @@ async fn handle(b: Arc<Data>, ctx: RequestCtx, body: Bytes) -> anyhow::Result<Op
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     loop {
         let waiter = Arc::new(Notify::new());
-        for w in &wanted {
-            if let Ok(p) = &w.partition {
-                p.add_waiter(&waiter);
+        // A fetch that cannot wait (max wait 0, or its time is up) answers after this read
+        // whatever it finds: it registers no waiter.
+        if Instant::now() < deadline {
+            for w in &wanted {
+                if let Ok(p) = &w.partition {
+                    p.add_waiter(&waiter);
+                }
             }
         }
         let fetcher = Fetcher {

@@ -327,17 +327,34 @@ impl SessionCache {
         };
         let mut keep = Vec::with_capacity(answered.len());
         let mut rotate = Vec::new();
-        for (key, a) in answered {
-            let seq = session.index.get(key).copied();
-            match seq.and_then(|s| Some((s, session.order.get_mut(&s)?))) {
+        // The answer lists the session's partitions in the order `plan` gave them, which is
+        // the session's own: walked side by side, each is found without a lookup. One that
+        // is not where expected (a fetch served meanwhile changed the session) is looked up.
+        let mut order = session.order.iter_mut();
+        let mut lookups = Vec::new();
+        for (i, (key, a)) in answered.iter().enumerate() {
+            match order.next().filter(|(_, c)| c.key == *key) {
                 Some((seq, c)) => {
                     keep.push(c.must_respond(a));
                     if a.has_records {
-                        rotate.push(seq);
+                        rotate.push(*seq);
                     }
                 }
-                // Forgotten by a fetch served meanwhile: sent as read.
-                None => keep.push(true),
+                None => {
+                    keep.push(true);
+                    lookups.push(i);
+                }
+            }
+        }
+        for i in lookups {
+            let (key, a) = &answered[i];
+            let seq = session.index.get(key).copied();
+            // Forgotten by a fetch served meanwhile: sent as read.
+            if let Some((seq, c)) = seq.and_then(|s| Some((s, session.order.get_mut(&s)?))) {
+                keep[i] = c.must_respond(a);
+                if a.has_records {
+                    rotate.push(seq);
+                }
             }
         }
         // The moved partitions keep their order among themselves.
@@ -549,6 +566,25 @@ mod tests {
         answers[1].1.high_watermark = 11;
         assert_eq!(c.respond(id, &answers), vec![false, false, true]);
         assert_eq!(c.respond(id, &answers), vec![false, false, false]);
+    }
+
+    #[test]
+    fn an_answer_out_of_the_sessions_order_is_matched_by_key() {
+        let mut c = SessionCache::new(10);
+        let id = open(&mut c, 3, false, 0);
+        let mut moved = quiet(10);
+        moved.high_watermark = 11;
+        // In another order than the session's (a fetch served meanwhile moved partitions),
+        // and naming a partition the session no longer holds (sent as read).
+        let answers = vec![
+            (key("t", 2), moved),
+            (key("t", 1), quiet(10)),
+            (key("t", 0), quiet(10)),
+            (key("t", 9), quiet(10)),
+        ];
+        assert_eq!(c.respond(id, &answers), vec![true, false, false, true]);
+        // What each was told is recorded: the same answer again carries nothing new.
+        assert_eq!(c.respond(id, &answers), vec![false, false, false, true]);
     }
 
     #[test]

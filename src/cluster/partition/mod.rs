@@ -478,6 +478,15 @@ impl Partition {
         waiters.push(Arc::downgrade(w));
     }
 
+    /// Whether a consumer's read from `offset` bounded by `bound` (the high watermark or the
+    /// last stable offset) is empty without looking at the log: a poll at the bound, the
+    /// common case of a consumer that has caught up, takes neither the log's lock nor a
+    /// segment lookup (as Kafka's `LocalLog.read` answers it). An offset below the log start
+    /// goes to the log, which refuses it.
+    fn nothing_from(&self, offset: i64, bound: i64) -> bool {
+        offset == bound && offset >= self.log_start_offset()
+    }
+
     /// A consumer's read_uncommitted read: whole batches from `offset`, bounded by
     /// `max_bytes` and the high watermark.
     pub fn read(
@@ -487,6 +496,9 @@ impl Partition {
         min_one_batch: bool,
     ) -> Result<FetchSlice, PartitionError> {
         let hw = self.high_watermark();
+        if self.nothing_from(offset, hw) {
+            return Ok(FetchSlice::empty());
+        }
         let log = self.log.lock().unwrap();
         let s = log
             .read(offset, max_bytes, hw, min_one_batch)
@@ -505,6 +517,12 @@ impl Partition {
         min_one_batch: bool,
     ) -> Result<FetchSlice, PartitionError> {
         let lso = self.last_stable_offset();
+        if self.nothing_from(offset, lso) {
+            return Ok(FetchSlice {
+                aborted: Some(Vec::new()),
+                ..FetchSlice::empty()
+            });
+        }
         let log = self.log.lock().unwrap();
         let s = log
             .read(offset, max_bytes, lso, min_one_batch)

@@ -147,6 +147,23 @@ fn acks_all_waits_for_the_follower() {
 }
 
 #[test]
+fn a_read_at_the_high_watermark_is_empty_and_one_below_it_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = open(tmp.path(), 1, &[1], &[1], 1, 0);
+    append(&p, 4, 1).unwrap();
+    assert_eq!(p.high_watermark(), 4);
+    let at = p.read(4, MAX, true).unwrap();
+    assert_eq!((at.len, at.file.is_none()), (0, true));
+    let committed = p.read_committed(4, MAX, true).unwrap();
+    assert_eq!((committed.len, committed.aborted), (0, Some(Vec::new())));
+    assert!(p.read(3, MAX, true).unwrap().len > 0);
+    assert!(matches!(
+        p.read(5, MAX, true),
+        Err(PartitionError::Read(ReadError::OffsetOutOfRange { .. }))
+    ));
+}
+
+#[test]
 fn fetches_from_replicas_that_are_not_followers() {
     let tmp = tempfile::tempdir().unwrap();
     let p = open(tmp.path(), 1, &[1, 2], &[1, 2], 1, 0);
