@@ -33,6 +33,8 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 SIZES = [100, 1024, 16384]
 ACKS = ["1", "all"]
+# Many-partitions steps measured in the first repetition only.
+ONE_REP_STEPS = {100_000}
 
 # Broker settings given to both brokers explicitly: 1 GiB segments, no forced fsync (the OS
 # writes back), one partition per new topic (Kafka's defaults), and no initial rebalance delay
@@ -111,6 +113,14 @@ class RssSampler:
     def __exit__(self, *a):
         self._stop.set()
         self._t.join()
+
+
+def remove(path):
+    """Deletes a data dir. `rm -rf` rather than shutil.rmtree: with 100,000 partition dirs
+    (half a million files) it takes about a third less time here, as it neither stats each
+    entry from Python nor builds a path string per file."""
+    if os.path.lexists(path):
+        subprocess.run(["rm", "-rf", "--", path], check=False)
 
 
 def run_client(cmd, timeout, env=None):
@@ -201,7 +211,7 @@ class Broker:
         process start to the first Metadata response that lists a broker (and leaves the
         seconds to the first accepted connection in self.first_connect_s)."""
         if not keep_data:
-            shutil.rmtree(self.data, ignore_errors=True)
+            remove(self.data)
         self.first_connect_s = None
         first_connect = None
         for p in (self.stamp,):
@@ -253,7 +263,7 @@ class Broker:
         # pages are dropped, not written (a sync here took 20 s after a phase's writes).
         self.ctl("kill9", timeout=120)
         self.pid = None
-        shutil.rmtree(self.data, ignore_errors=True)
+        remove(self.data)
 
     def cpu(self):
         return proc_cpu(self.pid)
@@ -294,11 +304,20 @@ class Bench:
         # produced to round-robin, consumed, then polled for the fetch cost).
         # 100,000 on Sluice only: Kafka keeps about one descriptor open per two partitions and
         # this machine allows 20,000 per process (not raisable here), so Kafka cannot hold them.
+        # 100,000 runs in the first repetition only (ONE_REP_STEPS): its create, fill, read
+        # and data dir deletion took about four minutes a repetition.
         self.part_steps = [1_000] if self.quick else [1_000, 10_000, 100_000]
         self.parts_records = 20_000 if self.quick else 100_000
         self.conns = 500 if self.quick else 10_000
         # Fetch cost: fetches per (partitions, mode), bounded in count and time.
         self.fetches, self.fetch_s = (50_000, 1.0) if self.quick else (100_000, 2.0)
+
+    def java_size(self, gen, size):
+        """Whether a workload of generator `gen` runs at record size `size`: in --quick,
+        ProducerPerformance only at 1 KiB (each run starts a JVM that compiles for its first
+        seconds, two thirds of a quick run's time went to them; the native generator covers
+        every size)."""
+        return gen != "java" or not self.quick or size == 1024
 
     # --- bookkeeping ------------------------------------------------------------------------
 
@@ -475,7 +494,7 @@ class Bench:
                     name = f"produce-{gen}-{size}-acks{acks}"
                     topic = f"{gen}-{size}-acks{acks}"
                     self.create(topic)
-                    if not want(name):
+                    if not want(name) or not self.java_size(gen, size):
                         continue
                     if gen == "java":
                         r = self.measure(b, lambda: self.java_produce(
@@ -498,7 +517,7 @@ class Bench:
                 for acks in ACKS:
                     name = f"latency-{gen}-{size}-acks{acks}"
                     rate = self.kafka_max.get((gen, size, acks))
-                    if not rate or not want(name):
+                    if not rate or not want(name) or not self.java_size(gen, size):
                         continue
                     rate = max(1, int(rate / 2))
                     count = max(1000, int(rate * self.throttled_s))
@@ -523,6 +542,8 @@ class Bench:
         if want("fetch-"):
             self.fetch_topic(rep, kind, b, "fetch-10", 10, 1_000)
         for n in self.part_steps:
+            if n in ONE_REP_STEPS and rep > 1:
+                continue
             if want("partitions") or want("fetch-"):
                 self.many_partitions(rep, kind, b, n, with_create=want("partitions"))
         self.record(rep, kind, "end", rss_mb=b.rss() / 2**20, fds=proc_fds(b.pid))
