@@ -6,7 +6,7 @@
 //   node console_test.mjs PHASE [scenario ...]
 //   PHASE main   (read-only console): brokers-page topics-page topic-page messages-formats
 //                messages-from-offset messages-from-time group-lag group-lag-kip848
-//                produce-read-only bad-requests
+//                produce-read-only bad-requests schemas
 //   PHASE write  (sluice.console.read.only=false): produce-enabled
 //   PHASE sasl   (SASL_PLAINTEXT listener): sasl-auth
 //   PHASE cluster  (node 1's console on a 3-node cluster, not read-only): cluster-topic
@@ -31,6 +31,8 @@ const T_CFG = `console-cfg-${TAG}`;
 const T_LAG = `console-lag-${TAG}`;
 const GROUP = `console-group-${TAG}`;
 const T_CL = `console-cluster-${TAG}`;
+const T_AVRO = `console-avro-${TAG}`;
+const T_JSON = `console-json-${TAG}`;
 const T_CL_LAG = `console-cluster-lag-${TAG}`;
 const SCENARIO_MS = 90_000;
 mkdirSync(SHOTS, { recursive: true });
@@ -240,6 +242,45 @@ S.main['bad-requests'] = async (page) => {
   check(health === 200, `/health after bad requests: ${health}`);
 };
 
+// Records written with Confluent's serializers through the broker's own schema registry: the
+// Schemas page lists their subjects, a subject's page its schema, and the message browser
+// shows the records decoded through the schema they name (raw bytes still in hex).
+S.main['schemas'] = async (page) => {
+  const out = run(PY, [`${HERE}/helpers.py`, 'schemas', BOOTSTRAP, URL, T_AVRO, T_JSON]).toString();
+  const ids = Object.fromEntries(out.trim().split('\n').map((l) => l.split(' ')));
+  check(ids.avro && ids.json, `the helper said ${JSON.stringify(out)}`);
+  await open(page, '#/schemas');
+  const subjects = await cells(page, 'subjects', 0);
+  const formats = await cells(page, 'subjects', 1);
+  const idCol = await cells(page, 'subjects', 4);
+  const a = subjects.indexOf(`${T_AVRO}-value`);
+  const j = subjects.indexOf(`${T_JSON}-value`);
+  check(a >= 0 && j >= 0, `subjects listed: ${JSON.stringify(subjects)}`);
+  check(formats[a] === 'AVRO' && formats[j] === 'JSON', `formats ${formats[a]} ${formats[j]}`);
+  check(idCol[a] === ids.avro && idCol[j] === ids.json, `ids ${idCol[a]} ${idCol[j]}, registered ${JSON.stringify(ids)}`);
+  await shot(page, 'schemas');
+  await open(page, `#/subject/${T_AVRO}-value`);
+  const schema = (await cells(page, 'versions', 2))[0] || '';
+  check(schema.includes('"User"') && schema.includes('"namespace": "console.test"'), `the schema shown: ${JSON.stringify(schema)}`);
+  await shot(page, 'subject');
+  const base = `#/messages?topic=${T_AVRO}&partition=0&mode=earliest`;
+  await open(page, `${base}&format=auto`);
+  let values = await cells(page, 'records', 4);
+  check(values.length === 2, `records ${JSON.stringify(values)}`);
+  check(values[0].includes(`AVRO · ${T_AVRO}-value v1 · id ${ids.avro}`), `the first value names its schema: ${JSON.stringify(values[0])}`);
+  check(values[0].includes('"name": "ada"') && values[0].includes('"n": 1') && values[1].includes('"name": "bob"'), `decoded values ${JSON.stringify(values)}`);
+  await shot(page, 'messages-schema');
+  await open(page, `${base}&format=hex`);
+  values = await cells(page, 'records', 4);
+  const idHex = Number(ids.avro).toString(16).padStart(8, '0').match(/../g).join(' ');
+  check(values[0].startsWith(`00 ${idHex} `), `raw value ${JSON.stringify(values[0])}`);
+  await open(page, `#/messages?topic=${T_JSON}&partition=0&mode=earliest`);
+  values = await cells(page, 'records', 4);
+  check(values.length === 1 && values[0].includes(`JSON · ${T_JSON}-value v1`) && values[0].includes('"city": "Lisbon"'), `JSON value ${JSON.stringify(values)}`);
+  const missing = await page.evaluate(async () => (await fetch('/api/subject?name=no-such-subject')).status);
+  check(missing === 404, `an unknown subject: ${missing}`);
+};
+
 S.write['produce-enabled'] = async (page) => {
   await open(page, `#/produce?topic=${T_MSGS}`);
   await page.fill('input[name=key]', 'from-console');
@@ -375,7 +416,7 @@ async function main() {
   const scenarios = Object.entries(S[phase] || {}).filter(([n]) => only.length === 0 || only.includes(n));
   if (scenarios.length === 0) return 0;
   if (phase === 'main') {
-    run(PY, [`${HERE}/helpers.py`, 'topics', BOOTSTRAP, `${T_MSGS}:1`, `${T_CFG}:3:retention.ms=123456789`, `${T_LAG}:1`, `${T_LAG}-848:1`]);
+    run(PY, [`${HERE}/helpers.py`, 'topics', BOOTSTRAP, `${T_MSGS}:1`, `${T_CFG}:3:retention.ms=123456789`, `${T_LAG}:1`, `${T_LAG}-848:1`, `${T_AVRO}:1`, `${T_JSON}:1`]);
   }
   if (phase === 'cluster') {
     run(PY, [`${HERE}/helpers.py`, 'placed', BOOTSTRAP, T_CL, '1,2,3']);

@@ -9,6 +9,10 @@
         on broker Bi
   helpers.py coordinators BOOTSTRAP GROUP...   print "GROUP NODE" for each group: the broker
         that coordinates it (DescribeConsumerGroups, which asks FindCoordinator)
+  helpers.py schemas BOOTSTRAP REGISTRY_URL AVRO_TOPIC JSON_TOPIC   two records to AVRO_TOPIC
+        with confluent-kafka's AvroSerializer (registering `AVRO_TOPIC-value` in the broker's
+        schema registry), a JSON schema registered under `JSON_TOPIC-value` and one record in
+        Confluent's wire format naming it to JSON_TOPIC; prints "avro ID" and "json ID"
 Every wait is bounded; a failure prints "error: ..." and exits 1.
 """
 import sys
@@ -103,6 +107,32 @@ def coordinators(bootstrap, groups):
         print("%s %d" % (g, found.coordinator.id), flush=True)
 
 
+AVRO_USER = """{"type": "record", "name": "User", "namespace": "console.test",
+  "fields": [{"name": "name", "type": "string"}, {"name": "n", "type": "long"}]}"""
+
+
+def schemas(bootstrap, registry_url, avro_topic, json_topic):
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    sr = SchemaRegistryClient({"url": registry_url})
+    ser = AvroSerializer(sr, AVRO_USER)
+    p = Producer({"bootstrap.servers": bootstrap})
+    ctx = SerializationContext(avro_topic, MessageField.VALUE)
+    for user in ({"name": "ada", "n": 1}, {"name": "bob", "n": 2}):
+        p.produce(avro_topic, key=user["name"], value=ser(user, ctx), partition=0)
+    print("avro %d" % sr.get_latest_version(avro_topic + "-value").schema_id, flush=True)
+    json_schema = '{"type": "object", "properties": {"city": {"type": "string"}}}'
+    jid = sr.register_schema(json_topic + "-value", Schema(json_schema, "JSON"))
+    framed = b"\x00" + jid.to_bytes(4, "big") + b'{"city":"Lisbon"}'
+    p.produce(json_topic, value=framed, partition=0)
+    if p.flush(T) != 0:
+        raise SystemExit("error: records not delivered in %d s" % T)
+    print("json %d" % jid, flush=True)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
@@ -116,6 +146,8 @@ def main():
             placed(*args[:3])
         elif cmd == "coordinators":
             coordinators(args[0], args[1:])
+        elif cmd == "schemas":
+            schemas(*args[:4])
         else:
             raise SystemExit("error: unknown command " + cmd)
     except KafkaException as e:

@@ -20,9 +20,11 @@
 //!
 //! Beside the registry itself: the Confluent wire format that serialized keys and values
 //! travel in ([`wire`]) and Avro's JSON encoding ([`avro_json`]), which the REST Proxy's
-//! schema-based embedded formats use.
+//! schema-based embedded formats use, and [`decode`], which shows such keys and values as
+//! JSON in the console.
 
 pub mod avro_json;
+pub mod decode;
 pub mod errors;
 pub mod formats;
 pub mod records;

@@ -2,7 +2,9 @@
 //! time (ListOffsets by timestamp) or the newest N, read with Fetch (read uncommitted, up to
 //! the high watermark) and decoded here batch by batch: compressed batches through the
 //! log's codecs, control batches (transaction markers) left out, and a batch that does not
-//! decode reported in the answer instead of failing it.
+//! decode reported in the answer instead of failing it. Keys and values in Confluent's wire
+//! format are also shown decoded through the Schema Registry's schema they name
+//! (`registry::decode`), when the registry is on.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
@@ -18,6 +20,8 @@ use super::wire::{call, error_name, forward, is_peer, not_leader};
 use super::{Answer, Ctx, Failure, admit, answer, query};
 use crate::http::HttpState;
 use crate::net::records::{decode, fetch_request, split_batches};
+use crate::registry::decode::Shown;
+use crate::registry::store::Store;
 
 /// Bytes one partition's Fetch asks for.
 const FETCH_BYTES: i32 = 1024 * 1024;
@@ -98,14 +102,7 @@ async fn browse_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer 
         records.extend(read.records);
     }
     // Across partitions: the earliest first; for the newest N, the last N of them.
-    let key = |r: &Value| {
-        (
-            r["timestamp"].as_i64().unwrap_or(0),
-            r["partition"].as_i64().unwrap_or(0),
-            r["offset"].as_i64().unwrap_or(0),
-        )
-    };
-    records.sort_by_key(key);
+    records.sort_by_key(|(p, r)| (r.timestamp, *p, r.offset));
     let more = records.len() > b.limit;
     if let Start::Newest(_) = b.start {
         let cut = records.len().saturating_sub(b.limit);
@@ -113,6 +110,7 @@ async fn browse_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer 
     } else {
         records.truncate(b.limit);
     }
+    let records = shown(&ctx, &records);
     Ok(json!({
         "topic": b.topic,
         "partitions": partitions,
@@ -123,7 +121,8 @@ async fn browse_answer(s: &HttpState, headers: &HeaderMap, uri: &Uri) -> Answer 
 
 /// What was read from one partition.
 struct Read {
-    records: Vec<Value>,
+    /// Each record with its partition.
+    records: Vec<(i32, Record)>,
     /// Why reading stopped early (a Fetch error, e.g. another broker leads).
     error: Option<String>,
     /// Batches that did not decode, each with why.
@@ -162,9 +161,12 @@ async fn read_partition(
             }
             match decode(batch.bytes) {
                 Ok(rs) => {
-                    for r in rs.iter().filter(|r| r.offset >= from && r.offset < end) {
+                    for r in rs
+                        .into_iter()
+                        .filter(|r| r.offset >= from && r.offset < end)
+                    {
                         if read.records.len() < want {
-                            read.records.push(record_json(partition, r));
+                            read.records.push((partition, r));
                         }
                     }
                 }
@@ -224,7 +226,37 @@ pub(in crate::http) async fn fetch(
     }
 }
 
-fn record_json(partition: i32, r: &Record) -> Value {
+/// The records as the browser shows them, keys and values decoded through the registry's
+/// schemas where they name one (all in one read of the registry).
+fn shown(ctx: &Ctx, records: &[(i32, Record)]) -> Vec<Value> {
+    let b = &ctx.broker;
+    if !b.config.schema_registry_enabled {
+        return records
+            .iter()
+            .map(|(p, r)| record_json(*p, r, None))
+            .collect();
+    }
+    b.schemas.read(|st| {
+        let mut schemas = Shown::new();
+        records
+            .iter()
+            .map(|(p, r)| record_json(*p, r, Some((&mut schemas, st))))
+            .collect()
+    })
+}
+
+fn record_json(partition: i32, r: &Record, mut schemas: Option<(&mut Shown, &Store)>) -> Value {
+    let mut field = |bytes: Option<&Bytes>| {
+        let mut v = render(bytes.map(|b| &b[..]));
+        if let (Some(b), Some((shown, st))) = (bytes, schemas.as_mut()) {
+            if let Some(s) = shown.show(st, b) {
+                v["schema"] = s;
+            }
+        }
+        v
+    };
+    let key = field(r.key.as_ref());
+    let value = field(r.value.as_ref());
     let headers: Vec<Value> = r
         .headers
         .iter()
@@ -238,8 +270,8 @@ fn record_json(partition: i32, r: &Record) -> Value {
             TimestampType::Creation => "CreateTime",
             TimestampType::LogAppend => "LogAppendTime",
         },
-        "key": render(r.key.as_deref()),
-        "value": render(r.value.as_deref()),
+        "key": key,
+        "value": value,
         "headers": headers,
         "transactional": r.transactional,
         "producer_id": r.producer_id,

@@ -8,7 +8,8 @@
 //! with the console user's principal: Metadata for brokers, topics, partitions, leaders and
 //! ISR; DescribeLogDirs for sizes; DescribeConfigs; ListOffsets and Fetch for the message
 //! browser; ListGroups, DescribeGroups, ConsumerGroupDescribe and OffsetFetch for groups;
-//! Produce for a test record. The handlers for each page live in their own module.
+//! Produce for a test record. The Schema Registry's subjects and versions are read from the
+//! registry's state. The handlers for each page live in their own module.
 
 mod auth;
 pub(super) mod cluster;
@@ -16,6 +17,7 @@ pub(super) mod groups;
 pub(super) mod messages;
 pub(super) mod produce;
 pub mod render;
+pub(super) mod schemas;
 pub(super) mod wire;
 
 use std::collections::BTreeMap;
@@ -47,6 +49,8 @@ pub fn router() -> Router<HttpState> {
         .route("/api/groups", get(groups::list))
         .route("/api/group", get(groups::describe))
         .route("/api/produce", post(produce::produce))
+        .route("/api/subjects", get(schemas::subjects))
+        .route("/api/subject", get(schemas::subject))
 }
 
 /// A request that got past the console's checks: the broker and the user's session.

@@ -113,8 +113,16 @@ async function pageTopic(name) {
 
 // ---- messages -----------------------------------------------------------------------------
 
+// A key or value decoded through the registry schema it names (Confluent's wire format).
+function decoded(s) {
+  const tag = `<div class="hdr muted">${esc(s.type)} · <a href="#/subject/${encodeURIComponent(s.subject)}">${esc(s.subject)}</a> v${esc(s.version)} · id ${esc(s.id)}</div>`;
+  if (s.error !== undefined) return `${tag}<pre class="error">${esc(s.error)}</pre>`;
+  return `${tag}<pre>${esc(s.json)}</pre>`;
+}
+
 function shown(v, fmt) {
   if (v === null || v === undefined) return '<span class="null">null</span>';
+  if (v.schema && (fmt === 'auto' || fmt === 'schema')) return decoded(v.schema);
   let body;
   if (fmt === 'hex') body = v.hex;
   else if (fmt === 'json') body = v.json !== null ? v.json : (v.text !== null ? v.text : v.hex);
@@ -142,7 +150,7 @@ async function pageMessages(q) {
     <label>Time (UTC)<input name="time" type="datetime-local" step="1" value="${esc(q.get('time') || '')}"></label>
     <label>or ms<input name="timestamp" size="14" value="${esc(q.get('timestamp') || '')}"></label>
     <label>Limit<input name="limit" size="4" value="${esc(q.get('limit') || '50')}"></label>
-    <label>Show as<select name="format">${['auto', 'text', 'json', 'hex'].map((f) => opt(f, f, fmt)).join('')}</select></label>
+    <label>Show as<select name="format">${['auto', 'schema', 'text', 'json', 'hex'].map((f) => opt(f, f, fmt)).join('')}</select></label>
     <button type="submit">Show</button>
   </form><div id="result"></div>`;
   const form = document.getElementById('browse');
@@ -255,6 +263,41 @@ async function pageProduce(q) {
   });
 }
 
+// ---- schema registry ----------------------------------------------------------------------
+
+async function pageSchemas() {
+  const r = await api('/api/subjects');
+  if (!r.enabled) {
+    main.innerHTML = '<h1>Schemas</h1><p class="muted">The schema registry is off (sluice.schema.registry.enable=false).</p>';
+    return;
+  }
+  main.innerHTML = '<h1>Schemas</h1>' + table([
+    { title: 'Subject', html: (x) => `<a href="#/subject/${encodeURIComponent(x.subject)}">${esc(x.subject)}</a>` },
+    { title: 'Format', html: (x) => esc(x.type) },
+    { title: 'Latest version', num: true, html: (x) => esc(x.latest_version) },
+    { title: 'Versions', num: true, html: (x) => esc(x.versions) },
+    { title: 'Id', num: true, html: (x) => esc(x.id) },
+    { title: 'Compatibility', html: (x) => esc(x.compatibility) },
+  ], r.subjects, 'subjects');
+}
+
+async function pageSubject(name) {
+  const s = await api('/api/subject?name=' + encodeURIComponent(name));
+  const latest = s.versions[s.versions.length - 1] || {};
+  main.innerHTML = `<h1>Subject ${esc(s.subject)}</h1>
+    <div class="cards">
+      <div class="card"><div class="v">${esc(latest.type || '—')}</div><div class="k">Format</div></div>
+      <div class="card"><div class="v">${s.versions.length}</div><div class="k">Versions</div></div>
+      <div class="card"><div class="v">${esc(s.compatibility)}</div><div class="k">Compatibility</div></div>
+      <div class="card"><div class="v">${esc(s.mode)}</div><div class="k">Mode</div></div>
+    </div>` + table([
+    { title: 'Version', num: true, html: (v) => esc(v.version) },
+    { title: 'Id', num: true, html: (v) => esc(v.id) },
+    { title: 'Schema', html: (v) => `<pre>${esc(v.schema)}</pre>` },
+    { title: 'References', html: (v) => v.references.length ? v.references.map((r) => `<div class="hdr">${esc(r.name)} → <a href="#/subject/${encodeURIComponent(r.subject)}">${esc(r.subject)}</a> v${esc(r.version)}</div>`).join('') : '<span class="muted">—</span>' },
+  ], s.versions.slice().reverse(), 'versions');
+}
+
 // ---- routing ------------------------------------------------------------------------------
 
 async function route() {
@@ -265,7 +308,7 @@ async function route() {
   const page = parts[0] || 'brokers';
   for (const a of document.querySelectorAll('header nav a')) {
     const p = a.dataset.page;
-    a.classList.toggle('active', p === page || (p === 'topics' && page === 'topic') || (p === 'groups' && page === 'group'));
+    a.classList.toggle('active', p === page || (p === 'topics' && page === 'topic') || (p === 'groups' && page === 'group') || (p === 'schemas' && page === 'subject'));
   }
   main.innerHTML = '<p class="muted">Loading…</p>';
   try {
@@ -275,6 +318,8 @@ async function route() {
     else if (page === 'groups') await pageGroups();
     else if (page === 'group') await pageGroup(parts.slice(1).join('/'));
     else if (page === 'produce') await pageProduce(params(hash));
+    else if (page === 'schemas') await pageSchemas();
+    else if (page === 'subject') await pageSubject(parts.slice(1).join('/'));
     else await pageBrokers();
     document.body.dataset.loaded = hash;
   } catch (e) {
