@@ -25,6 +25,9 @@
 pub mod avro_json;
 pub mod errors;
 pub mod formats;
+pub mod json_diff;
+pub mod json_schema;
+mod json_shape;
 pub mod records;
 pub mod store;
 pub mod wire;
