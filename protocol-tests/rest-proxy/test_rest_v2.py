@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase, wait_until
@@ -24,6 +25,7 @@ V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
 AVRO = "application/vnd.kafka.avro.v2+json"
+JSONSCHEMA = "application/vnd.kafka.jsonschema.v2+json"
 # The main phase's sluice.rest.consumer.instance.timeout.ms (see run).
 INSTANCE_TIMEOUT = float(os.environ.get("REST_INSTANCE_TIMEOUT_MS", "15000")) / 1000
 
@@ -360,9 +362,9 @@ USER = {"type": "record", "name": "User", "namespace": "sluice.rest",
                    {"name": "email", "type": ["null", "string"], "default": None}]}
 
 
-def produce_avro(topic, body):
-    got_status, hdrs, got = http("POST", "/topics/" + topic, body, content_type=AVRO)
-    check(got_status == 200, "POST avro %s: %s %r" % (topic, got_status, got))
+def produce_avro(topic, body, ctype=AVRO):
+    got_status, hdrs, got = http("POST", "/topics/" + topic, body, content_type=ctype)
+    check(got_status == 200, "POST %s %s: %s %r" % (ctype, topic, got_status, got))
     check((hdrs.get("Content-Type") or "").startswith(V2), "content type %r"
           % hdrs.get("Content-Type"))
     check(len(got["offsets"]) == len(body["records"])
@@ -448,6 +450,59 @@ def v2_avro():
           "refused requests wrote nothing")
 
 
+ORDER = {"type": "object", "properties": {"id": {"type": "integer"},
+                                          "item": {"type": "string"}},
+         "required": ["id"]}
+
+
+@S.scenario("v2-jsonschema", timeout=120)
+def v2_jsonschema():
+    t = name("v2jsonschema")
+    create_topic(t, 1)
+    registry = SchemaRegistryClient({"url": URL})
+    # Schemas given: registered under <topic>-key and <topic>-value as JSON schemas.
+    got = produce_avro(t, ctype=JSONSCHEMA, body={
+        "key_schema": '{"type": "string"}', "value_schema": json.dumps(ORDER),
+        "records": [{"key": "o1", "value": {"id": 1, "item": "pen"}},
+                    {"key": "o2", "value": {"id": 2}}]})
+    kid, vid = got["key_schema_id"], got["value_schema_id"]
+    check(isinstance(kid, int) and isinstance(vid, int) and kid != vid, "ids: %r" % got)
+    latest = registry.get_latest_version(t + "-value")
+    check(latest.schema_id == vid and latest.schema.schema_type == "JSON",
+          "the value subject: %r" % latest)
+    # confluent-kafka's JSONDeserializer reads what v2 wrote.
+    vctx = SerializationContext(t, MessageField.VALUE)
+    kctx = SerializationContext(t, MessageField.KEY)
+    values = JSONDeserializer(None, schema_registry_client=registry)
+    keys = JSONDeserializer(None, schema_registry_client=registry)
+    msgs = sorted(consume(t, 2), key=lambda m: m.offset())
+    read_back = [(keys(m.key(), kctx), values(m.value(), vctx)) for m in msgs]
+    check(read_back == [("o1", {"id": 1, "item": "pen"}), ("o2", {"id": 2})],
+          "JSONDeserializer read %r" % read_back)
+    # A v2 jsonschema instance reads what JSONSerializer wrote, beside what v2 wrote.
+    p = Producer({"bootstrap.servers": BOOTSTRAP})
+    ser = JSONSerializer(json.dumps(ORDER), registry)
+    p.produce(t, value=ser({"id": 3, "item": "ink"}, vctx), partition=0)
+    check(p.flush(T) == 0, "records unacknowledged")
+    base = new_instance(name("v2jsgroup"), "rest-js", fmt="jsonschema")
+    call("POST", base + "/subscription", {"topics": [t]})
+    got = sorted(read(base, 3, accept=JSONSCHEMA), key=lambda r: r["offset"])
+    check([(r["key"], r["value"]) for r in got] == [
+        ("o1", {"id": 1, "item": "pen"}), ("o2", {"id": 2}), (None, {"id": 3, "item": "ink"})],
+        "v2 read %r" % got)
+    call("DELETE", base)
+    # A value the schema refuses (400, kafka-rest's converter), a value without a schema.
+    refused("POST", "/topics/" + t, 400, 400, content_type=JSONSCHEMA,
+            body={"value_schema_id": vid, "records": [{"value": {"item": "no id"}}]})
+    refused("POST", "/topics/" + t, 422, 42202, content_type=JSONSCHEMA,
+            body={"records": [{"value": {"id": 4}}]})
+    # A schema that is not a valid JSON Schema.
+    refused("POST", "/topics/" + t, 400, 400, content_type=JSONSCHEMA,
+            body={"value_schema": '{"type": "nope"}', "records": [{"value": 1}]})
+    check(ok("GET", "/topics/%s/partitions/0/offsets" % t)["end_offset"] == 3,
+          "refused requests wrote nothing")
+
+
 @S.scenario("v2-acl", timeout=90)
 def v2_acl():
     t = name("v2acl")
@@ -479,7 +534,7 @@ def v2_off():
 
 PHASES = {
     "main": ["v2-topics", "v2-produce", "v2-consume", "v2-rebalance", "v2-seek", "v2-errors",
-             "v2-avro", "v2-expiry"],
+             "v2-avro", "v2-jsonschema", "v2-expiry"],
     "acl": ["v2-acl"],
     "off": ["v2-off"],
 }

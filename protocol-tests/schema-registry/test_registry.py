@@ -9,10 +9,11 @@ import urllib.request
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
 from harness import (BOOTSTRAP, RUN_TAG, Suite, check, check_error_body, info, main_phase,
                      wait_until)
@@ -93,6 +94,27 @@ def saved():
         return json.load(f)
 
 
+def read_back(topic, group, want, de, schema_id):
+    """The values of `topic` read by a new consumer of `group` and deserialized with `de`,
+    each framed with `schema_id`."""
+    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": group,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+
+    def poll():
+        m = c.poll(1)
+        if m is not None and m.error() is None:
+            check(m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == schema_id,
+                  "record header %r" % m.value()[:5])
+            got.append(de(m.value(), SerializationContext(topic, MessageField.VALUE)))
+        return len(got) >= want
+
+    wait_until(poll, T, "%d records consumed" % want)
+    c.close()
+    return got
+
+
 @S.scenario("avro-round-trip", timeout=90)
 def avro_round_trip():
     topic = "sr-orders-%s" % RUN_TAG
@@ -112,24 +134,26 @@ def avro_round_trip():
     check(json.loads(latest.schema.schema_str) == json.loads(schema),
           "stored schema %s" % latest.schema.schema_str)
     # A fresh client (no cache) reads them back through the ids in the records.
-    de = AvroDeserializer(client())
-    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "sr-%s" % RUN_TAG,
-                  "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got = []
-
-    def poll():
-        m = c.poll(1)
-        if m is not None and m.error() is None:
-            check(m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == latest.schema_id,
-                  "record header %r" % m.value()[:5])
-            got.append(de(m.value(), SerializationContext(topic, MessageField.VALUE)))
-        return len(got) >= len(users)
-
-    wait_until(poll, T, "%d records consumed" % len(users))
-    c.close()
+    got = read_back(topic, "sr-%s" % RUN_TAG, len(users), AvroDeserializer(client()),
+                    latest.schema_id)
     check(got == users, "deserialized %s" % got[:3])
     save("round-trip", {"subject": topic + "-value", "id": latest.schema_id})
+
+
+def incompatible(sr, subj, level, schema, schema_type):
+    """Checks that `schema` is refused under `subj` (at `level`) with Confluent's 409 body,
+    over HTTP and through the client."""
+    got = refused("POST", "/subjects/%s/versions" % subj, 409, 409,
+                  body={"schemaType": schema_type, "schema": schema})
+    prefix = ('Schema being registered is incompatible with an earlier schema for '
+              'subject "%s", details: [' % subj)
+    check(got["message"].startswith(prefix), "409 message %r" % got["message"])
+    check(level in got["message"], "the level is not named: %r" % got["message"])
+    try:
+        sr.register_schema(subj, Schema(schema, schema_type))
+        raise AssertionError("%s registered an incompatible schema" % level)
+    except SchemaRegistryError as e:
+        check(e.http_status_code == 409 and e.error_code == 409, "client error %s" % e)
 
 
 @S.scenario("evolution", timeout=90)
@@ -166,17 +190,107 @@ def evolution():
                 sr.delete_version(subj, 3, permanent=True)
                 ids[subj].pop()
                 continue
-            got = refused("POST", "/subjects/%s/versions" % subj, 409, 409, body={"schema": schema})
-            prefix = ('Schema being registered is incompatible with an earlier schema for '
-                      'subject "%s", details: [' % subj)
-            check(got["message"].startswith(prefix), "409 message %r" % got["message"])
-            check(level in got["message"], "the level is not named: %r" % got["message"])
-            try:
-                sr.register_schema(subj, Schema(schema, "AVRO"))
-                raise AssertionError("%s registered an incompatible schema" % level)
-            except SchemaRegistryError as e:
-                check(e.http_status_code == 409 and e.error_code == 409, "client error %s" % e)
+            incompatible(sr, subj, level, schema, "AVRO")
     save("evolution", ids)
+
+
+def json_schema(props, required=(), closed=False):
+    s = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "User",
+         "type": "object", "properties": props}
+    if required:
+        s["required"] = list(required)
+    if closed:
+        s["additionalProperties"] = False
+    return json.dumps(s)
+
+
+J_NAME = {"name": {"type": "string"}}
+J_AGE = {"age": {"type": "integer"}}
+
+
+@S.scenario("json-round-trip", timeout=90)
+def json_round_trip():
+    topic = "sr-json-%s" % RUN_TAG
+    a = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    a.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=T)
+    sr = client()
+    # The address schema is registered on its own and referenced by name.
+    address = json.dumps({"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]})
+    addr_subj = subject("json-address")
+    sr.register_schema(addr_subj, Schema(address, "JSON"))
+    props = dict(J_NAME, age={"type": "integer", "minimum": 0},
+                 address={"$ref": "address.json"})
+    schema = Schema(json_schema(props, required=["name"]), "JSON",
+                    [SchemaReference("address.json", addr_subj, 1)])
+    ser = JSONSerializer(schema, sr)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p = Producer({"bootstrap.servers": BOOTSTRAP})
+    users = [{"name": "user-%d" % i, "age": i, "address": {"city": "c%d" % i}}
+             for i in range(20)]
+    for u in users:
+        p.produce(topic, value=ser(u, ctx))
+    check(p.flush(T) == 0, "records left unacknowledged")
+    # The client validates before it serializes: a record the schema refuses never leaves.
+    try:
+        ser({"name": "x", "age": -1, "address": {"city": "c"}}, ctx)
+        raise AssertionError("a record with age -1 was serialized")
+    except SerializationError:
+        pass
+    latest = sr.get_latest_version(topic + "-value")
+    check(latest.version == 1 and latest.schema.schema_type == "JSON",
+          "latest %s %s" % (latest.version, latest.schema.schema_type))
+    check([r.name for r in latest.schema.references] == ["address.json"],
+          "references %s" % latest.schema.references)
+    # A fresh client reads them back with the schema fetched by the id in each record.
+    de = JSONDeserializer(None, schema_registry_client=client())
+    got = read_back(topic, "sr-json-%s" % RUN_TAG, len(users), de, latest.schema_id)
+    check(got == users, "deserialized %s" % got[:3])
+    # A schema that is not a valid JSON Schema, and one whose $ref resolves to nothing.
+    refused("POST", "/subjects/%s/versions" % subject("json-bad"), 422, 42201,
+            body={"schemaType": "JSON", "schema": json.dumps({"type": "strnig"})})
+    refused("POST", "/subjects/%s/versions" % subject("json-bad"), 422, 42201,
+            body={"schemaType": "JSON", "schema": json.dumps({"$ref": "nowhere.json"})})
+
+
+@S.scenario("json-evolution", timeout=90)
+def json_evolution():
+    sr = client()
+    # (schema, compatible under BACKWARD, under FULL), each checked against v1 below.
+    v1 = json_schema(J_NAME, closed=True)
+    cases = [
+        # An optional property added to a closed model: the new reader takes the old data;
+        # an old reader (closed) refuses the new property, so not FULL.
+        (json_schema(dict(J_NAME, **J_AGE), closed=True), True, False),
+        # A required property without a default: old data lacks it.
+        (json_schema(dict(J_NAME, **J_AGE), required=["age"], closed=True), False, False),
+        # A property's type changed.
+        (json_schema({"name": {"type": "integer"}}, closed=True), False, False),
+        # Opening the content model: the new schema accepts more, the old one less.
+        (json_schema(J_NAME), True, False),
+        # Only a description added: compatible both ways.
+        (json_schema({"name": {"type": "string", "description": "who"}}, closed=True),
+         True, True),
+    ]
+    for level, col in (("BACKWARD", 1), ("FULL", 2)):
+        subj = subject("json-evolve-" + level.lower())
+        sr.set_compatibility(subj, level)
+        base = sr.register_schema(subj, Schema(v1, "JSON"))
+        for case in cases:
+            schema, allowed = case[0], case[col]
+            path = "/compatibility/subjects/%s/versions/latest?verbose=true" % subj
+            got = ok("POST", path, {"schemaType": "JSON", "schema": schema})
+            check(got["is_compatible"] == allowed, "%s %s: %s" % (level, schema, got))
+            if allowed:
+                new = sr.register_schema(subj, Schema(schema, "JSON"))
+                check(new != base, "a new id under %s" % level)
+                sr.delete_version(subj, 2)
+                sr.delete_version(subj, 2, permanent=True)
+                continue
+            check(got["messages"] and "errorType" in got["messages"][0],
+                  "%s: messages %s" % (level, got["messages"]))
+            incompatible(sr, subj, level, schema, "JSON")
+        check(sr.get_versions(subj) == [1], "versions %s" % sr.get_versions(subj))
 
 
 @S.scenario("error-bodies")
@@ -305,7 +419,8 @@ def off():
 
 
 PHASES = {
-    "main": ["avro-round-trip", "evolution", "error-bodies", "deletes", "modes"],
+    "main": ["avro-round-trip", "evolution", "json-round-trip", "json-evolution", "error-bodies",
+             "deletes", "modes"],
     "restarted": ["persisted"],
     "off": ["off"],
 }

@@ -9,13 +9,20 @@
 //! writer symbol unless it has a default, every branch of a writer union must be readable.
 //! Named types a schema takes from its references are compared by name.
 //!
-//! JSON (JSON Schema) must be a JSON object or boolean, PROTOBUF a non-empty text; both are
-//! stored and served, and any new version of them is taken as compatible (their own rules
-//! are not implemented yet).
+//! JSON (JSON Schema) is checked against its draft's meta-schema and compiled, `$ref`s
+//! resolved from the referenced schemas by reference name ([`super::json_schema`]);
+//! compatibility follows Confluent's JSON Schema rules ([`super::json_diff`]: content models,
+//! required properties, enums, bounds, combined types), BACKWARD comparing the old version
+//! with the new one and FORWARD the reverse. PROTOBUF must be a non-empty text; it is stored
+//! and served, and any new version of it is taken as compatible (its own rules are not
+//! implemented yet).
 
 use apache_avro::Schema;
 use apache_avro::schema_compatibility::{Compatibility, SchemaCompatibility};
 use serde_json::Value;
+
+pub use super::json_schema::Named;
+use super::{json_diff, json_schema};
 
 /// The formats served (`GET /schemas/types`).
 pub const TYPES: [&str; 3] = ["JSON", "PROTOBUF", "AVRO"];
@@ -57,24 +64,15 @@ pub fn schema_type(name: Option<&str>) -> Option<&'static str> {
     }
 }
 
-/// Parses `schema` of `schema_type` with the texts of the schemas it references (each
-/// before the ones that use it); the error says why it is invalid.
-pub fn parse(schema_type: &'static str, schema: &str, refs: &[String]) -> Result<Parsed, String> {
+/// Parses `schema` of `schema_type` with the schemas it references (each before the ones
+/// that use it); the error says why it is invalid.
+pub fn parse(schema_type: &'static str, schema: &str, refs: &[Named]) -> Result<Parsed, String> {
     let canonical = match schema_type {
         "AVRO" => {
             avro(schema, refs)?;
             compact(schema)?
         }
-        "JSON" => {
-            let c = compact(schema)?;
-            if !matches!(
-                serde_json::from_str::<Value>(&c),
-                Ok(Value::Object(_) | Value::Bool(_))
-            ) {
-                return Err("a JSON schema must be an object or a boolean".into());
-            }
-            c
-        }
+        "JSON" => json_schema::parse(schema, refs)?.to_string(),
         _ => {
             if schema.trim().is_empty() {
                 return Err("empty Protobuf schema".into());
@@ -102,21 +100,22 @@ fn compact(schema: &str) -> Result<String, String> {
     Ok(v.to_string())
 }
 
-fn avro(schema: &str, refs: &[String]) -> Result<Schema, String> {
+fn avro(schema: &str, refs: &[Named]) -> Result<Schema, String> {
     if refs.is_empty() {
         return Schema::parse_str(schema).map_err(|e| e.to_string());
     }
-    Schema::parse_str_with_list(schema, refs)
+    let texts: Vec<&str> = refs.iter().map(|(_, text)| text.as_str()).collect();
+    Schema::parse_str_with_list(schema, &texts)
         .map(|(s, _)| s)
         .map_err(|e| e.to_string())
 }
 
-/// What a compatibility check compares: a schema's type, text and referenced texts.
+/// What a compatibility check compares: a schema's type, text and referenced schemas.
 pub struct Version<'a> {
     pub version: i32,
     pub schema_type: &'a str,
     pub schema: &'a str,
-    pub refs: Vec<String>,
+    pub refs: Vec<Named>,
 }
 
 /// Why `new` may not follow `old` (ordered oldest first) under `level`: empty when it may.
@@ -149,6 +148,12 @@ pub fn incompatibilities(level: &str, new: &Version, old: &[Version]) -> Vec<Str
                     new.schema_type, o.version, o.schema_type
                 ),
             );
+            continue;
+        }
+        if new.schema_type == "JSON" {
+            for (kind, d) in json_diff::verbose(backward, forward, new, o) {
+                fail(kind, d);
+            }
             continue;
         }
         if new.schema_type != "AVRO" {
@@ -330,7 +335,10 @@ mod tests {
         assert!(parse("AVRO", "{not json", &[]).is_err());
         assert!(parse("AVRO", r#""nosuchtype""#, &[]).is_err());
         // A reference makes a named type known.
-        let other = r#"{"type":"record","name":"Other","namespace":"a","fields":[]}"#.to_string();
+        let other = (
+            "other".to_string(),
+            r#"{"type":"record","name":"Other","namespace":"a","fields":[]}"#.to_string(),
+        );
         let uses = r#"{"type":"record","name":"R","fields":[{"name":"o","type":"a.Other"}]}"#;
         assert!(parse("AVRO", uses, &[]).is_err());
         assert!(parse("AVRO", uses, &[other]).is_ok());

@@ -75,7 +75,8 @@ fn settings(b: &CreateBody) -> Result<Settings, RestError> {
         None | Some("BINARY") => Format::Binary,
         Some("JSON") => Format::Json,
         Some("AVRO") => Format::Avro,
-        Some(f @ ("JSONSCHEMA" | "PROTOBUF")) => {
+        Some("JSONSCHEMA") => Format::JsonSchema,
+        Some(f @ "PROTOBUF") => {
             return Err(invalid_config(format!(
                 "the {} embedded format is not served by this proxy",
                 f.to_ascii_lowercase()
@@ -316,9 +317,7 @@ fn accepted(headers: &HeaderMap) -> Option<Result<Format, &'static str>> {
         | "*/*" => Some(Ok(Format::Binary)),
         "application/vnd.kafka.json.v2+json" => Some(Ok(Format::Json)),
         "application/vnd.kafka.avro.v2+json" => Some(Ok(Format::Avro)),
-        "application/vnd.kafka.jsonschema.v2+json" => {
-            Some(Err("application/vnd.kafka.jsonschema.v2+json"))
-        }
+        "application/vnd.kafka.jsonschema.v2+json" => Some(Ok(Format::JsonSchema)),
         "application/vnd.kafka.protobuf.v2+json" => {
             Some(Err("application/vnd.kafka.protobuf.v2+json"))
         }
@@ -554,6 +553,12 @@ mod tests {
             settings(&body(json!({"format": "AVRO"}))).unwrap().format,
             Format::Avro
         );
+        assert_eq!(
+            settings(&body(json!({"format": "jsonschema"})))
+                .unwrap()
+                .format,
+            Format::JsonSchema
+        );
         assert_eq!(code(json!({"auto.offset.reset": "middle"})), Some(42204));
         assert_eq!(code(json!({"auto.commit.enable": "maybe"})), Some(42204));
         assert_eq!(code(json!({"fetch.min.bytes": -5})), Some(40001));
@@ -581,6 +586,10 @@ mod tests {
         assert_eq!(
             h("application/vnd.kafka.avro.v2+json"),
             Some(Ok(Format::Avro))
+        );
+        assert_eq!(
+            h("application/vnd.kafka.jsonschema.v2+json"),
+            Some(Ok(Format::JsonSchema))
         );
         assert!(matches!(
             h("application/vnd.kafka.protobuf.v2+json"),

@@ -80,6 +80,7 @@ pub(super) enum Format {
     Binary,
     Json,
     Avro,
+    JsonSchema,
 }
 
 impl Format {
@@ -88,6 +89,7 @@ impl Format {
             Format::Binary => "application/vnd.kafka.binary.v2+json",
             Format::Json => "application/vnd.kafka.json.v2+json",
             Format::Avro => "application/vnd.kafka.avro.v2+json",
+            Format::JsonSchema => "application/vnd.kafka.jsonschema.v2+json",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Confluent's REST Proxy API v2 (the `application/vnd.kafka[.format].v2+json` API that
-//! kafka-rest serves beside v3): producing to a topic or a partition in the binary, JSON and
-//! Avro embedded formats ([`produce`]; Avro through the built-in Schema Registry,
-//! [`schemas`]), topics, partitions and brokers ([`topics`]), and consumer
+//! kafka-rest serves beside v3): producing to a topic or a partition in the binary, JSON,
+//! Avro and JSON Schema embedded formats ([`produce`]; Avro and JSON Schema through the
+//! built-in Schema Registry, [`schemas`] and [`jsonschema`]), topics, partitions and brokers ([`topics`]), and consumer
 //! instances ([`consumers`]): named members of a consumer group that subscribe to topics (or
 //! are assigned partitions), read records, commit and seek, and expire when unused.
 //!
@@ -17,10 +17,11 @@
 //! leads, Heartbeat, LeaveGroup) in a task of its own, and [`instance`] keeps its
 //! subscription, assignment and positions and commits with OffsetCommit as the group member,
 //! so `kafka-consumer-groups --describe` shows it and a later consumer of the group starts
-//! where it committed. The JSONSCHEMA and PROTOBUF embedded formats are not served.
+//! where it committed. The PROTOBUF embedded format is not served.
 
 mod consumers;
 mod instance;
+mod jsonschema;
 mod member;
 mod produce;
 mod read;

@@ -23,6 +23,7 @@ use kafka_protocol::ResponseError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::jsonschema::{self, JsonWriteSchema};
 use super::schemas::{Part, WriteSchema};
 use super::topics::{partition_not_found, topic_not_found};
 use super::{Answer, Fail, V2_JSON, V2Req, unprocessable, unsupported_media_type};
@@ -37,6 +38,7 @@ enum Format {
     Binary,
     Json,
     Avro,
+    JsonSchema,
 }
 
 impl Format {
@@ -45,27 +47,23 @@ impl Format {
             "application/vnd.kafka.binary.v2+json" => Ok(Format::Binary),
             "application/vnd.kafka.json.v2+json" => Ok(Format::Json),
             "application/vnd.kafka.avro.v2+json" => Ok(Format::Avro),
-            "application/vnd.kafka.jsonschema.v2+json"
-            | "application/vnd.kafka.protobuf.v2+json" => Err(RestError::new(
+            "application/vnd.kafka.jsonschema.v2+json" => Ok(Format::JsonSchema),
+            "application/vnd.kafka.protobuf.v2+json" => Err(RestError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 415,
                 format!(
-                    "HTTP 415 Unsupported Media Type: {content_type} (the jsonschema and protobuf embedded formats are not served by this proxy)"
+                    "HTTP 415 Unsupported Media Type: {content_type} (the protobuf embedded format is not served by this proxy)"
                 ),
             )),
             _ => Err(unsupported_media_type()),
         }
     }
 
-    /// The bytes of a key or value; None for null. `schema`: the Avro key's or value's.
-    fn bytes(
-        self,
-        part: Part,
-        schema: Option<&WriteSchema>,
-        v: &Value,
-    ) -> Result<Option<Bytes>, RestError> {
+    /// The bytes of a key or value; None for null. `schema`: the key's or value's.
+    fn bytes(self, part: Part, schema: &Schemas, v: &Value) -> Result<Option<Bytes>, RestError> {
         match (self, v) {
-            (Format::Avro, v) => super::schemas::encode(part, schema, v),
+            (Format::Avro, v) => super::schemas::encode(part, schema.avro.as_ref(), v),
+            (Format::JsonSchema, v) => jsonschema::encode(part, schema.json.as_ref(), v),
             (_, Value::Null) => Ok(None),
             (Format::Json, v) => Ok(Some(Bytes::from(v.to_string()))),
             (Format::Binary, Value::String(s)) => base64::engine::general_purpose::STANDARD
@@ -74,6 +72,20 @@ impl Format {
                 .map_err(|_| not_base64(v)),
             (Format::Binary, v) => Err(not_base64(v)),
         }
+    }
+}
+
+/// The schema a key or value is written with, in the request's format.
+#[derive(Default)]
+struct Schemas {
+    avro: Option<WriteSchema>,
+    json: Option<JsonWriteSchema>,
+}
+
+impl Schemas {
+    fn id(&self) -> Option<i32> {
+        let avro = self.avro.as_ref().map(|w| w.id);
+        avro.or(self.json.as_ref().map(|w| w.id))
     }
 }
 
@@ -158,22 +170,27 @@ async fn produce(
     if req.records.is_empty() {
         return Err(unprocessable(42206, "Payload error. records may not be empty").into());
     }
-    let (mut key_schema, mut value_schema) = (None, None);
-    if format == Format::Avro {
-        let (text, id) = (req.key_schema.as_deref(), req.key_schema_id);
-        key_schema = super::schemas::for_produce(s, topic, Part::Key, text, id).await?;
-        let (text, id) = (req.value_schema.as_deref(), req.value_schema_id);
-        value_schema = super::schemas::for_produce(s, topic, Part::Value, text, id).await?;
-    }
-    let ids = (
-        key_schema.as_ref().map(|w| w.id),
-        value_schema.as_ref().map(|w| w.id),
+    let (mut key_schema, mut value_schema) = (Schemas::default(), Schemas::default());
+    let (key, value) = (
+        (req.key_schema.as_deref(), req.key_schema_id),
+        (req.value_schema.as_deref(), req.value_schema_id),
     );
+    if format == Format::Avro {
+        key_schema.avro = super::schemas::for_produce(s, topic, Part::Key, key.0, key.1).await?;
+        value_schema.avro =
+            super::schemas::for_produce(s, topic, Part::Value, value.0, value.1).await?;
+    }
+    if format == Format::JsonSchema {
+        key_schema.json = jsonschema::for_produce(s, topic, Part::Key, key.0, key.1).await?;
+        value_schema.json =
+            jsonschema::for_produce(s, topic, Part::Value, value.0, value.1).await?;
+    }
+    let ids = (key_schema.id(), value_schema.id());
     // Every record is encoded first: a record that does not encode fails the request.
     let mut encoded = Vec::with_capacity(req.records.len());
     for rec in &req.records {
-        let key = format.bytes(Part::Key, key_schema.as_ref(), &rec.key)?;
-        let value = format.bytes(Part::Value, value_schema.as_ref(), &rec.value)?;
+        let key = format.bytes(Part::Key, &key_schema, &rec.key)?;
+        let value = format.bytes(Part::Value, &value_schema, &rec.value)?;
         encoded.push((rec.partition.or(path_partition), key, value));
     }
     let target = match Target::of(&r.ctx, topic).await {
@@ -255,6 +272,10 @@ mod tests {
             Format::of("application/vnd.kafka.avro.v2+json").unwrap(),
             Format::Avro
         );
+        assert_eq!(
+            Format::of("application/vnd.kafka.jsonschema.v2+json").unwrap(),
+            Format::JsonSchema
+        );
         for bad in [
             "application/json",
             "application/vnd.kafka.v2+json",
@@ -263,7 +284,7 @@ mod tests {
         ] {
             assert_eq!(Format::of(bad).unwrap_err().code, 415, "{bad}");
         }
-        let bytes = |f: Format, v: &Value| f.bytes(Part::Value, None, v);
+        let bytes = |f: Format, v: &Value| f.bytes(Part::Value, &Schemas::default(), v);
         let b = bytes(Format::Binary, &json!("aGk=")).unwrap();
         assert_eq!(b.as_deref(), Some(&b"hi"[..]));
         assert_eq!(bytes(Format::Binary, &json!(7)).unwrap_err().code, 42207);
@@ -272,6 +293,10 @@ mod tests {
         assert_eq!(j.as_deref(), Some(&br#"{"a":1}"#[..]));
         assert_eq!(bytes(Format::Json, &Value::Null).unwrap(), None);
         assert_eq!(bytes(Format::Avro, &json!(1)).unwrap_err().code, 42202);
+        assert_eq!(
+            bytes(Format::JsonSchema, &json!(1)).unwrap_err().code,
+            42202
+        );
     }
 
     #[test]

@@ -247,6 +247,9 @@ fn record_json(
                 serde_json::from_slice(b).map_err(|e| undecodable("JSON", e.to_string()))
             }
             Format::Avro => decoder.avro(b).map_err(|why| undecodable("Avro", why)),
+            Format::JsonSchema => {
+                super::jsonschema::decode(b).map_err(|why| undecodable("JSON Schema", why))
+            }
         }
     };
     Ok(json!({

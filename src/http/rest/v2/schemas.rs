@@ -24,7 +24,8 @@ use super::unprocessable;
 use crate::http::HttpState;
 use crate::http::rest::RestError;
 use crate::registry::avro_json::AvroSchema;
-use crate::registry::store::Submitted;
+use crate::registry::records::SchemaValue;
+use crate::registry::store::{Store, Submitted};
 use crate::registry::{Error, Registry, wire};
 
 /// Which half of a record a schema is for.
@@ -76,7 +77,7 @@ fn serialization_error(what: String, e: Error) -> RestError {
 }
 
 /// kafka-rest's 400.
-fn bad_request(detail: String) -> RestError {
+pub(super) fn bad_request(detail: String) -> RestError {
     RestError::bad_request(format!("Bad Request: {detail}"))
 }
 
@@ -89,6 +90,27 @@ pub(super) async fn for_produce(
     text: Option<&str>,
     id: Option<i32>,
 ) -> Result<Option<WriteSchema>, RestError> {
+    let found = registered(s, topic, part, "AVRO", text, id, AvroSchema::of, |text| {
+        AvroSchema::parse(text, &[])
+    })
+    .await?;
+    Ok(found.map(|(id, schema)| WriteSchema { id, schema }))
+}
+
+/// The id and the parsed schema (`of` a stored version, or `parse`d from the text given) of
+/// a produce request's keys or values in a schema-based format: by `id`, or the `text`
+/// given, found or registered under the part's subject; None when the request gives neither.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn registered<T>(
+    s: &HttpState,
+    topic: &str,
+    part: Part,
+    schema_type: &'static str,
+    text: Option<&str>,
+    id: Option<i32>,
+    of: impl Fn(&Store, &SchemaValue) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<(i32, T)>, RestError> {
     let subject = part.subject(topic);
     let registry =
         |what: String| crate::http::registry::registry(s).map_err(|e| serialization_error(what, e));
@@ -110,32 +132,37 @@ pub(super) async fn for_produce(
                 );
                 serialization_error(what, e)
             })?;
-            AvroSchema::of(st, v).map_err(|why| {
-                bad_request(format!("Schema {id} is not a usable AVRO schema: {why}"))
+            of(st, v).map_err(|why| {
+                bad_request(format!(
+                    "Schema {id} is not a usable {schema_type} schema: {why}"
+                ))
             })
         })?;
-        return Ok(Some(WriteSchema { id, schema: found }));
+        return Ok(Some((id, found)));
     }
     let Some(text) = text else { return Ok(None) };
-    let schema = AvroSchema::parse(text, &[])
-        .map_err(|why| bad_request(format!("Error parsing schema with format = AVRO ({why})")))?;
+    let schema = parse(text).map_err(|why| {
+        bad_request(format!(
+            "Error parsing schema with format = {schema_type} ({why})"
+        ))
+    })?;
     let what = format!(
-        "Error when registering schema. format = AVRO, subject = {subject}, schema = {text}"
+        "Error when registering schema. format = {schema_type}, subject = {subject}, schema = {text}"
     );
     let r = registry(what.clone())?;
     let given = Submitted {
         schema: text.to_string(),
-        schema_type: Some("AVRO".into()),
+        schema_type: Some(schema_type.into()),
         ..Submitted::default()
     };
     let known = r.read(|st| st.lookup(&subject, &given, false).map(|v| v.id).ok());
     let id = match known {
         Some(id) => id,
-        None => crate::http::registry::register_schema(s, &subject, "AVRO", text)
+        None => crate::http::registry::register_schema(s, &subject, schema_type, text)
             .await
             .map_err(|e| serialization_error(what, e))?,
     };
-    Ok(Some(WriteSchema { id, schema }))
+    Ok(Some((id, schema)))
 }
 
 /// The bytes of a produce request's key or value (Avro's JSON encoding) under `schema`.
@@ -144,14 +171,25 @@ pub(super) fn encode(
     schema: Option<&WriteSchema>,
     v: &Value,
 ) -> Result<Option<Bytes>, RestError> {
-    let Some(w) = schema else {
-        return match v {
-            Value::Null => Ok(None),
-            _ => Err(part.schema_missing()),
-        };
+    let Some(w) = needed(part, schema, v)? else {
+        return Ok(None);
     };
     let datum = w.schema.encode(v).map_err(bad_request)?;
     Ok(Some(Bytes::from(wire::frame(w.id, &datum))))
+}
+
+/// The schema a key or value is written with: None for a null without one (a null in
+/// Kafka), kafka-rest's 42201 or 42202 for a non-null without one.
+pub(super) fn needed<'s, T>(
+    part: Part,
+    schema: Option<&'s T>,
+    v: &Value,
+) -> Result<Option<&'s T>, RestError> {
+    match (schema, v) {
+        (Some(w), _) => Ok(Some(w)),
+        (None, Value::Null) => Ok(None),
+        (None, _) => Err(part.schema_missing()),
+    }
 }
 
 /// Decodes the keys and values of one read, each schema looked up and parsed once.
