@@ -51,7 +51,8 @@ impl AvroSchema {
             ));
         }
         let refs = st.resolve(&v.references).map_err(|e| e.message)?;
-        AvroSchema::parse(&v.schema, &refs)
+        let texts: Vec<String> = refs.into_iter().map(|r| r.schema).collect();
+        AvroSchema::parse(&v.schema, &texts)
     }
 
     /// Every named type the schema and its references define.

@@ -25,6 +25,7 @@
 pub mod avro_json;
 pub mod errors;
 pub mod formats;
+pub mod protobuf;
 pub mod records;
 pub mod store;
 pub mod wire;
