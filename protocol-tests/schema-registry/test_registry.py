@@ -93,6 +93,24 @@ def saved():
         return json.load(f)
 
 
+def consume(topic, group, count):
+    """The first `count` values of `topic`, read from the start by a consumer of `group`."""
+    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": group,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+
+    def poll():
+        m = c.poll(1)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+        return len(got) >= count
+
+    wait_until(poll, T, "%d records consumed" % count)
+    c.close()
+    return got
+
+
 @S.scenario("avro-round-trip", timeout=90)
 def avro_round_trip():
     topic = "sr-orders-%s" % RUN_TAG
@@ -113,21 +131,11 @@ def avro_round_trip():
           "stored schema %s" % latest.schema.schema_str)
     # A fresh client (no cache) reads them back through the ids in the records.
     de = AvroDeserializer(client())
-    c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "sr-%s" % RUN_TAG,
-                  "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
     got = []
-
-    def poll():
-        m = c.poll(1)
-        if m is not None and m.error() is None:
-            check(m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == latest.schema_id,
-                  "record header %r" % m.value()[:5])
-            got.append(de(m.value(), SerializationContext(topic, MessageField.VALUE)))
-        return len(got) >= len(users)
-
-    wait_until(poll, T, "%d records consumed" % len(users))
-    c.close()
+    for v in consume(topic, "sr-%s" % RUN_TAG, len(users)):
+        check(v[0] == 0 and int.from_bytes(v[1:5], "big") == latest.schema_id,
+              "record header %r" % v[:5])
+        got.append(de(v, SerializationContext(topic, MessageField.VALUE)))
     check(got == users, "deserialized %s" % got[:3])
     save("round-trip", {"subject": topic + "-value", "id": latest.schema_id})
 
@@ -166,17 +174,26 @@ def evolution():
                 sr.delete_version(subj, 3, permanent=True)
                 ids[subj].pop()
                 continue
-            got = refused("POST", "/subjects/%s/versions" % subj, 409, 409, body={"schema": schema})
-            prefix = ('Schema being registered is incompatible with an earlier schema for '
-                      'subject "%s", details: [' % subj)
-            check(got["message"].startswith(prefix), "409 message %r" % got["message"])
-            check(level in got["message"], "the level is not named: %r" % got["message"])
-            try:
-                sr.register_schema(subj, Schema(schema, "AVRO"))
-                raise AssertionError("%s registered an incompatible schema" % level)
-            except SchemaRegistryError as e:
-                check(e.http_status_code == 409 and e.error_code == 409, "client error %s" % e)
+            incompatible(sr, subj, Schema(schema, "AVRO"), level)
     save("evolution", ids)
+
+
+def incompatible(sr, subj, schema, named):
+    """Checks that registering `schema` under `subj` is refused, through HTTP with Confluent's
+    409 body (its message naming `named`) and through the client."""
+    body = {"schema": schema.schema_str}
+    if schema.schema_type != "AVRO":
+        body["schemaType"] = schema.schema_type
+    got = refused("POST", "/subjects/%s/versions" % subj, 409, 409, body=body)
+    prefix = ('Schema being registered is incompatible with an earlier schema for '
+              'subject "%s", details: [' % subj)
+    check(got["message"].startswith(prefix), "409 message %r" % got["message"])
+    check(named in got["message"], "%s is not named: %r" % (named, got["message"]))
+    try:
+        sr.register_schema(subj, schema)
+        raise AssertionError("%s: registered an incompatible schema" % subj)
+    except SchemaRegistryError as e:
+        check(e.http_status_code == 409 and e.error_code == 409, "client error %s" % e)
 
 
 @S.scenario("error-bodies")
