@@ -94,9 +94,8 @@ def saved():
         return json.load(f)
 
 
-def read_back(topic, group, want, de, schema_id):
-    """The values of `topic` read by a new consumer of `group` and deserialized with `de`,
-    each framed with `schema_id`."""
+def consume(topic, group, count):
+    """The first `count` values of `topic`, read from the start by a consumer of `group`."""
     c = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": group,
                   "auto.offset.reset": "earliest"})
     c.subscribe([topic])
@@ -105,13 +104,22 @@ def read_back(topic, group, want, de, schema_id):
     def poll():
         m = c.poll(1)
         if m is not None and m.error() is None:
-            check(m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == schema_id,
-                  "record header %r" % m.value()[:5])
-            got.append(de(m.value(), SerializationContext(topic, MessageField.VALUE)))
-        return len(got) >= want
+            got.append(m.value())
+        return len(got) >= count
 
-    wait_until(poll, T, "%d records consumed" % want)
+    wait_until(poll, T, "%d records consumed" % count)
     c.close()
+    return got
+
+
+def read_back(topic, group, want, de, schema_id):
+    """The values of `topic` read by a new consumer of `group` and deserialized with `de`,
+    each framed with `schema_id`."""
+    got = []
+    for v in consume(topic, group, want):
+        check(v[0] == 0 and int.from_bytes(v[1:5], "big") == schema_id,
+              "record header %r" % v[:5])
+        got.append(de(v, SerializationContext(topic, MessageField.VALUE)))
     return got
 
 
@@ -140,18 +148,18 @@ def avro_round_trip():
     save("round-trip", {"subject": topic + "-value", "id": latest.schema_id})
 
 
-def incompatible(sr, subj, level, schema, schema_type):
-    """Checks that `schema` is refused under `subj` (at `level`) with Confluent's 409 body,
-    over HTTP and through the client."""
+def incompatible(sr, subj, named, schema, schema_type):
+    """Checks that `schema` is refused under `subj` with Confluent's 409 body (its message
+    naming `named`: the level, or a difference's kind), over HTTP and through the client."""
     got = refused("POST", "/subjects/%s/versions" % subj, 409, 409,
                   body={"schemaType": schema_type, "schema": schema})
     prefix = ('Schema being registered is incompatible with an earlier schema for '
               'subject "%s", details: [' % subj)
     check(got["message"].startswith(prefix), "409 message %r" % got["message"])
-    check(level in got["message"], "the level is not named: %r" % got["message"])
+    check(named in got["message"], "%s is not named: %r" % (named, got["message"]))
     try:
         sr.register_schema(subj, Schema(schema, schema_type))
-        raise AssertionError("%s registered an incompatible schema" % level)
+        raise AssertionError("%s: registered an incompatible schema" % subj)
     except SchemaRegistryError as e:
         check(e.http_status_code == 409 and e.error_code == 409, "client error %s" % e)
 

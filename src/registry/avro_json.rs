@@ -51,7 +51,7 @@ impl AvroSchema {
             ));
         }
         let refs = st.resolve(&v.references).map_err(|e| e.message)?;
-        let texts: Vec<String> = refs.into_iter().map(|(_, text)| text).collect();
+        let texts: Vec<String> = refs.into_iter().map(|r| r.schema).collect();
         AvroSchema::parse(&v.schema, &texts)
     }
 

@@ -13,15 +13,18 @@
 //! resolved from the referenced schemas by reference name ([`super::json_schema`]);
 //! compatibility follows Confluent's JSON Schema rules ([`super::json_diff`]: content models,
 //! required properties, enums, bounds, combined types), BACKWARD comparing the old version
-//! with the new one and FORWARD the reverse. PROTOBUF must be a non-empty text; it is stored
-//! and served, and any new version of it is taken as compatible (its own rules are not
-//! implemented yet).
+//! with the new one and FORWARD the reverse.
+//!
+//! PROTOBUF (a `.proto` text or a base64 `FileDescriptorProto`) is compiled with `protox`,
+//! imports resolved from the references by their names; compatibility is Confluent's
+//! `SchemaDiff` (`protobuf.rs`).
 
 use apache_avro::Schema;
 use apache_avro::schema_compatibility::{Compatibility, SchemaCompatibility};
 use serde_json::Value;
 
-pub use super::json_schema::Named;
+use super::protobuf;
+pub use super::records::Referenced;
 use super::{json_diff, json_schema};
 
 /// The formats served (`GET /schemas/types`).
@@ -66,7 +69,11 @@ pub fn schema_type(name: Option<&str>) -> Option<&'static str> {
 
 /// Parses `schema` of `schema_type` with the schemas it references (each before the ones
 /// that use it); the error says why it is invalid.
-pub fn parse(schema_type: &'static str, schema: &str, refs: &[Named]) -> Result<Parsed, String> {
+pub fn parse(
+    schema_type: &'static str,
+    schema: &str,
+    refs: &[Referenced],
+) -> Result<Parsed, String> {
     let canonical = match schema_type {
         "AVRO" => {
             avro(schema, refs)?;
@@ -77,6 +84,7 @@ pub fn parse(schema_type: &'static str, schema: &str, refs: &[Named]) -> Result<
             if schema.trim().is_empty() {
                 return Err("empty Protobuf schema".into());
             }
+            protobuf::compile(schema, refs)?;
             schema.to_string()
         }
     };
@@ -100,11 +108,11 @@ fn compact(schema: &str) -> Result<String, String> {
     Ok(v.to_string())
 }
 
-fn avro(schema: &str, refs: &[Named]) -> Result<Schema, String> {
+fn avro(schema: &str, refs: &[Referenced]) -> Result<Schema, String> {
     if refs.is_empty() {
         return Schema::parse_str(schema).map_err(|e| e.to_string());
     }
-    let texts: Vec<&str> = refs.iter().map(|(_, text)| text.as_str()).collect();
+    let texts: Vec<&str> = refs.iter().map(|r| r.schema.as_str()).collect();
     Schema::parse_str_with_list(schema, &texts)
         .map(|(s, _)| s)
         .map_err(|e| e.to_string())
@@ -115,7 +123,7 @@ pub struct Version<'a> {
     pub version: i32,
     pub schema_type: &'a str,
     pub schema: &'a str,
-    pub refs: Vec<Named>,
+    pub refs: Vec<Referenced>,
 }
 
 /// Why `new` may not follow `old` (ordered oldest first) under `level`: empty when it may.
@@ -156,6 +164,12 @@ pub fn incompatibilities(level: &str, new: &Version, old: &[Version]) -> Vec<Str
             }
             continue;
         }
+        if new.schema_type == "PROTOBUF" {
+            for (kind, d) in protobuf_incompatibilities(backward, forward, new, o) {
+                fail(kind, d);
+            }
+            continue;
+        }
         if new.schema_type != "AVRO" {
             continue;
         }
@@ -179,6 +193,31 @@ pub fn incompatibilities(level: &str, new: &Version, old: &[Version]) -> Vec<Str
                 o.version
             );
             fail("FORWARD", d);
+        }
+    }
+    out
+}
+
+/// Why Protobuf `new` may not follow `old`: the kind and description of each incompatible
+/// difference (Confluent diffs the reader's schema as the update of the writer's).
+fn protobuf_incompatibilities(
+    backward: bool,
+    forward: bool,
+    new: &Version,
+    old: &Version,
+) -> Vec<(&'static str, String)> {
+    let (Ok(n), Ok(o)) = (
+        protobuf::compile(new.schema, &new.refs),
+        protobuf::compile(old.schema, &old.refs),
+    ) else {
+        let d = format!("version {} does not parse", old.version);
+        return vec![("INVALID_SCHEMA", d)];
+    };
+    let mut out = Vec::new();
+    let pairs = [(backward, &o, &n), (forward, &n, &o)];
+    for (_, original, update) in pairs.into_iter().filter(|p| p.0) {
+        for d in protobuf::incompatible(original, update) {
+            out.push((d.kind, d.description()));
         }
     }
     out
@@ -335,10 +374,10 @@ mod tests {
         assert!(parse("AVRO", "{not json", &[]).is_err());
         assert!(parse("AVRO", r#""nosuchtype""#, &[]).is_err());
         // A reference makes a named type known.
-        let other = (
-            "other".to_string(),
-            r#"{"type":"record","name":"Other","namespace":"a","fields":[]}"#.to_string(),
-        );
+        let other = Referenced {
+            name: "a.Other".into(),
+            schema: r#"{"type":"record","name":"Other","namespace":"a","fields":[]}"#.into(),
+        };
         let uses = r#"{"type":"record","name":"R","fields":[{"name":"o","type":"a.Other"}]}"#;
         assert!(parse("AVRO", uses, &[]).is_err());
         assert!(parse("AVRO", uses, &[other]).is_ok());

@@ -15,7 +15,7 @@ use jsonschema::{Registry, Validator};
 use serde_json::Value;
 
 /// A referenced schema: the reference's name and the schema's text.
-pub type Named = (String, String);
+pub use super::records::Referenced as Named;
 
 /// The URI a reference name stands for: itself when absolute, else under the default base.
 pub fn uri_of(name: &str) -> String {
@@ -29,10 +29,10 @@ pub fn uri_of(name: &str) -> String {
 /// The referenced schemas parsed, each with its name.
 pub fn documents(refs: &[Named]) -> Result<Vec<(String, Value)>, String> {
     refs.iter()
-        .map(|(name, text)| {
-            serde_json::from_str(text)
-                .map(|v| (name.clone(), v))
-                .map_err(|e| format!("reference {name} is not JSON: {e}"))
+        .map(|r| {
+            serde_json::from_str(&r.schema)
+                .map(|v| (r.name.clone(), v))
+                .map_err(|e| format!("reference {} is not JSON: {e}", r.name))
         })
         .collect()
 }
@@ -87,7 +87,10 @@ mod tests {
     use super::*;
 
     fn named(name: &str, text: &str) -> Named {
-        (name.to_string(), text.to_string())
+        Named {
+            name: name.to_string(),
+            schema: text.to_string(),
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod formats;
 pub mod json_diff;
 pub mod json_schema;
 mod json_shape;
+pub mod protobuf;
 pub mod records;
 pub mod store;
 pub mod wire;

@@ -38,6 +38,13 @@ impl Reference {
     }
 }
 
+/// A referenced schema as parsing sees it: the name it is imported by and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Referenced {
+    pub name: String,
+    pub schema: String,
+}
+
 /// One version of a subject as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaValue {

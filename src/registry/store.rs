@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::errors::Error;
-use super::formats::{self, Named, Parsed, Version};
+use super::formats::{self, Parsed, Referenced, Version};
 use super::records::{Record, Reference, SchemaValue};
 
 pub const DEFAULT_LEVEL: &str = "BACKWARD";
@@ -215,8 +215,8 @@ impl Store {
         ids
     }
 
-    /// The schemas `refs` name (reference name, text), each after those it references itself.
-    pub fn resolve(&self, refs: &[Reference]) -> Result<Vec<Named>, Error> {
+    /// The schemas `refs` name, each after those it references itself.
+    pub fn resolve(&self, refs: &[Reference]) -> Result<Vec<Referenced>, Error> {
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
         self.resolve_into(refs, &mut out, &mut seen, 0)?;
@@ -226,7 +226,7 @@ impl Store {
     fn resolve_into(
         &self,
         refs: &[Reference],
-        out: &mut Vec<Named>,
+        out: &mut Vec<Referenced>,
         seen: &mut BTreeSet<(String, i32)>,
         depth: usize,
     ) -> Result<(), Error> {
@@ -248,7 +248,10 @@ impl Store {
                     ))
                 })?;
             self.resolve_into(&v.references, out, seen, depth + 1)?;
-            out.push((r.name.clone(), v.schema.clone()));
+            out.push(Referenced {
+                name: r.name.clone(),
+                schema: v.schema.clone(),
+            });
         }
         Ok(())
     }

@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use crate::registry::records::{Record, Reference, SchemaValue};
 use crate::registry::store::{Store, Submitted, Which};
-use crate::registry::{Error, Registry, formats};
+use crate::registry::{Error, Registry, formats, protobuf};
 use forward::WriteRequest;
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
@@ -301,7 +301,24 @@ fn read_version(
 ) -> Result<SchemaValue, Error> {
     let r = registry(s)?;
     let which = Which::parse(version)?;
-    r.read(|st| st.version(subject, which, flag(uri, "deleted")).cloned())
+    r.read(|st| {
+        let v = st.version(subject, which, flag(uri, "deleted"))?;
+        Ok(formatted(st, v.clone(), uri))
+    })
+}
+
+/// `v` with its text in the `?format=` asked: `serialized` turns a Protobuf schema into its
+/// base64 `FileDescriptorProto` (what confluent-kafka's Protobuf deserializers ask for);
+/// any other format leaves the text as stored.
+fn formatted(st: &Store, mut v: SchemaValue, uri: &Uri) -> SchemaValue {
+    let serialized = query(uri).get("format").is_some_and(|f| f == "serialized");
+    if serialized && v.schema_type == "PROTOBUF" {
+        let refs = st.resolve(&v.references).unwrap_or_default();
+        if let Some(b64) = protobuf::serialized(&v.schema, &refs) {
+            v.schema = b64;
+        }
+    }
+    v
 }
 
 async fn version(
@@ -394,22 +411,22 @@ async fn types() -> Response {
     reply(Ok(json!(formats::TYPES)))
 }
 
-fn read_id(s: &HttpState, id: &str) -> Result<SchemaValue, Error> {
+fn read_id(s: &HttpState, id: &str, uri: &Uri) -> Result<SchemaValue, Error> {
     let r = registry(s)?;
     let id = id_of(id)?;
-    r.read(|st| st.by_id(id).cloned())
+    r.read(|st| Ok(formatted(st, st.by_id(id)?.clone(), uri)))
 }
 
-async fn by_id(State(s): State<HttpState>, Path(id): Path<String>) -> Response {
-    reply(read_id(&s, &id).map(|v| {
+async fn by_id(State(s): State<HttpState>, Path(id): Path<String>, uri: Uri) -> Response {
+    reply(read_id(&s, &id, &uri).map(|v| {
         let mut o = serde_json::Map::new();
         schema_fields(&v, &mut o);
         Value::Object(o)
     }))
 }
 
-async fn by_id_schema(State(s): State<HttpState>, Path(id): Path<String>) -> Response {
-    match read_id(&s, &id) {
+async fn by_id_schema(State(s): State<HttpState>, Path(id): Path<String>, uri: Uri) -> Response {
+    match read_id(&s, &id, &uri) {
         Ok(v) => raw_schema(&v),
         Err(e) => reply(Err(e)),
     }
