@@ -276,7 +276,8 @@ S.main['schemas'] = async (page) => {
   check(values[0].startsWith(`00 ${idHex} `), `raw value ${JSON.stringify(values[0])}`);
   await open(page, `#/messages?topic=${T_JSON}&partition=0&mode=earliest`);
   values = await cells(page, 'records', 4);
-  check(values.length === 1 && values[0].includes(`JSON · ${T_JSON}-value v1`) && values[0].includes('"city": "Lisbon"'), `JSON value ${JSON.stringify(values)}`);
+  check(values.length === 2 && values[0].includes(`JSON · ${T_JSON}-value v1`) && values[0].includes('"city": "Lisbon"'), `JSON value ${JSON.stringify(values)}`);
+  check(values[1].includes(`PROTOBUF · ${T_JSON}-point v1 · id ${ids.protobuf}`) && values[1].includes('"x": 150'), `Protobuf value ${JSON.stringify(values[1])}`);
   const missing = await page.evaluate(async () => (await fetch('/api/subject?name=no-such-subject')).status);
   check(missing === 404, `an unknown subject: ${missing}`);
 };

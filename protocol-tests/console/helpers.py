@@ -11,8 +11,9 @@
         that coordinates it (DescribeConsumerGroups, which asks FindCoordinator)
   helpers.py schemas BOOTSTRAP REGISTRY_URL AVRO_TOPIC JSON_TOPIC   two records to AVRO_TOPIC
         with confluent-kafka's AvroSerializer (registering `AVRO_TOPIC-value` in the broker's
-        schema registry), a JSON schema registered under `JSON_TOPIC-value` and one record in
-        Confluent's wire format naming it to JSON_TOPIC; prints "avro ID" and "json ID"
+        schema registry), a JSON schema registered under `JSON_TOPIC-value` and a Protobuf one
+        under `JSON_TOPIC-point`, and a record in Confluent's wire format naming each to
+        JSON_TOPIC; prints "avro ID", "json ID" and "protobuf ID"
 Every wait is bounded; a failure prints "error: ..." and exits 1.
 """
 import sys
@@ -128,9 +129,15 @@ def schemas(bootstrap, registry_url, avro_topic, json_topic):
     jid = sr.register_schema(json_topic + "-value", Schema(json_schema, "JSON"))
     framed = b"\x00" + jid.to_bytes(4, "big") + b'{"city":"Lisbon"}'
     p.produce(json_topic, value=framed, partition=0)
+    # A Protobuf record beside it: message indexes [0] (one zero byte), then x = 150.
+    proto = 'syntax = "proto3"; package console.test; message Point { int32 x = 1; }'
+    pid = sr.register_schema(json_topic + "-point", Schema(proto, "PROTOBUF"))
+    framed = b"\x00" + pid.to_bytes(4, "big") + b"\x00" + b"\x08\x96\x01"
+    p.produce(json_topic, value=framed, partition=0)
     if p.flush(T) != 0:
         raise SystemExit("error: records not delivered in %d s" % T)
     print("json %d" % jid, flush=True)
+    print("protobuf %d" % pid, flush=True)
 
 
 def main():

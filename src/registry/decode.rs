@@ -1,6 +1,8 @@
 //! Keys and values in Confluent's wire format ([`super::wire`]) shown as JSON through the
 //! registry's schemas, for readers that display records (the console's message browser).
-//! Pure: the schemas come from a [`Store`], each parsed once per [`Shown`].
+//! Avro through `avro_json`, JSON Schema data as its JSON, Protobuf through `protobuf::decode`
+//! (the message the indexes name, in proto3's JSON mapping). Pure: the schemas come from a
+//! [`Store`], each parsed once per [`Shown`].
 //!
 //! Bytes that are not in the wire format, or name an id the registry does not hold, are not
 //! schema data (a plain text or JSON value may begin with a zero byte): they get no answer
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::avro_json::AvroSchema;
+use super::protobuf;
 use super::store::Store;
 use super::wire;
 
@@ -19,6 +22,7 @@ use super::wire;
 enum Reader {
     Avro(AvroSchema),
     Json,
+    Protobuf(prost_reflect::FileDescriptor),
     /// A format this reader cannot decode; the reason.
     Unreadable(String),
 }
@@ -55,6 +59,7 @@ impl Shown {
         let decoded = match &known.reader {
             Reader::Avro(schema) => schema.decode(data),
             Reader::Json => serde_json::from_slice::<Value>(data).map_err(|e| e.to_string()),
+            Reader::Protobuf(file) => protobuf::decode(file, data),
             Reader::Unreadable(why) => Err(why.clone()),
         };
         let mut out = json!({
@@ -85,6 +90,14 @@ fn known(st: &Store, id: i32) -> Option<Known> {
             Err(e) => Reader::Unreadable(format!("schema {id} does not parse: {e}")),
         },
         "JSON" => Reader::Json,
+        "PROTOBUF" => match st
+            .resolve(&v.references)
+            .map_err(|e| e.message)
+            .and_then(|refs| protobuf::compile(&v.schema, &refs))
+        {
+            Ok(file) => Reader::Protobuf(file),
+            Err(e) => Reader::Unreadable(format!("schema {id} does not compile: {e}")),
+        },
         other => Reader::Unreadable(format!("{other} data is shown as bytes only")),
     };
     Some(Known {
@@ -138,5 +151,16 @@ mod tests {
         let st = store_with(4, "j-value", "JSON", r#"{"type":"object"}"#);
         let v = shown.show(&st, &wire::frame(4, br#"{"a":1}"#)).unwrap();
         assert_eq!(v["json"], "{\n  \"a\": 1\n}");
+
+        // Protobuf: message indexes [1] (the second message, zigzag 2), then field 1 = 150.
+        let proto = "syntax = \"proto3\"; message A { int32 x = 1; } message B { int32 n = 1; }";
+        let st = store_with(5, "p-value", "PROTOBUF", proto);
+        let data = [&[0x02, 0x02][..], &[0x08, 0x96, 0x01]].concat();
+        let v = shown.show(&st, &wire::frame(5, &data)).unwrap();
+        assert_eq!(v["json"], "{\n  \"n\": 150\n}", "{v}");
+        // A count of 0: the first message.
+        let data = [&[0x00][..], &[0x08, 0x01]].concat();
+        let v = shown.show(&st, &wire::frame(5, &data)).unwrap();
+        assert_eq!(v["json"], "{\n  \"x\": 1\n}", "{v}");
     }
 }

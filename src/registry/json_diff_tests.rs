@@ -329,10 +329,10 @@ fn registry_jsonschema_refs_and_recursion() {
     // A $ref into a referenced schema.
     let uses = r#"{"type":"object","properties":{"a":{"$ref":"addr.json"}}}"#;
     let addr = |t: &str| {
-        vec![(
-            "addr.json".to_string(),
-            format!(r#"{{"type":"object","properties":{{"zip":{{"type":"{t}"}}}}}}"#),
-        )]
+        vec![crate::registry::records::Referenced {
+            name: "addr.json".to_string(),
+            schema: format!(r#"{{"type":"object","properties":{{"zip":{{"type":"{t}"}}}}}}"#),
+        }]
     };
     let o = Side::new(uses, &addr("string")).unwrap();
     let u = Side::new(uses, &addr("integer")).unwrap();

@@ -117,6 +117,49 @@ pub fn compile(schema: &str, refs: &[Referenced]) -> Result<FileDescriptor, Stri
         .ok_or_else(|| format!("{name} did not compile"))
 }
 
+/// Data in Confluent's Protobuf wire format after the schema id: the message indexes (a
+/// zigzag varint count, then that many zigzag varints: the path to the message among the
+/// file's top-level messages and their nested ones; a count of 0 stands for the first
+/// message), then the message's own bytes. The message as JSON (proto3 JSON mapping).
+pub fn decode(file: &FileDescriptor, mut data: &[u8]) -> Result<serde_json::Value, String> {
+    let count = zigzag(&mut data)?;
+    let path = if count == 0 {
+        vec![0]
+    } else {
+        if !(1..=64).contains(&count) {
+            return Err(format!("{count} message indexes"));
+        }
+        (0..count)
+            .map(|_| zigzag(&mut data))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let mut message: Option<MessageDescriptor> = None;
+    for &i in &path {
+        let found = usize::try_from(i).ok().and_then(|i| match &message {
+            None => file.messages().nth(i),
+            Some(m) => m.child_messages().nth(i),
+        });
+        message = Some(found.ok_or_else(|| format!("no message at indexes {path:?}"))?);
+    }
+    let message = message.ok_or("no message indexes")?;
+    let value = prost_reflect::DynamicMessage::decode(message, data).map_err(|e| e.to_string())?;
+    serde_json::to_value(&value).map_err(|e| e.to_string())
+}
+
+/// One zigzag varint, consumed from the front of `data`.
+fn zigzag(data: &mut &[u8]) -> Result<i64, String> {
+    let mut v: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = data.split_first().ok_or("truncated message indexes")?;
+        *data = rest;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok((v >> 1) as i64 ^ -((v & 1) as i64));
+        }
+    }
+    Err("a message index longer than 10 bytes".into())
+}
+
 /// The base64 `FileDescriptorProto` of a schema (what `?format=serialized` serves and
 /// confluent-kafka's deserializers read); None when it does not compile.
 pub fn serialized(schema: &str, refs: &[Referenced]) -> Option<String> {
