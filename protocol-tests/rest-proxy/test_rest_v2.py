@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""REST Proxy suite, API v2: produce in the binary, JSON and Avro embedded formats, topics
+"""REST Proxy suite, API v2: produce in the binary, JSON, Avro, JSON Schema and Protobuf
+embedded formats, topics
 and brokers, and consumer instances that are real members of their group, cross-checked with
 confluent-kafka's Producer, Consumer, AdminClient and its Schema Registry serializers. REST_PHASE selects the scenarios of one
 broker start (main, acl; see run)."""
@@ -13,8 +14,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+import protos
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase, wait_until
 from rest_http import ALICE, T, URL, b64, consume, http, name, ok, proxy_off
 from rest_http import refused as refused_as
@@ -26,6 +29,7 @@ BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"
 AVRO = "application/vnd.kafka.avro.v2+json"
 JSONSCHEMA = "application/vnd.kafka.jsonschema.v2+json"
+PROTOBUF = "application/vnd.kafka.protobuf.v2+json"
 # The main phase's sluice.rest.consumer.instance.timeout.ms (see run).
 INSTANCE_TIMEOUT = float(os.environ.get("REST_INSTANCE_TIMEOUT_MS", "15000")) / 1000
 
@@ -503,6 +507,82 @@ def v2_jsonschema():
           "refused requests wrote nothing")
 
 
+PAYMENT_PROTO = """syntax = "proto3";
+package sluice.rest;
+message Payment {
+  string id = 1;
+  int64 cents = 2;
+  repeated string tags = 3;
+  Method method = 4;
+  enum Method { CARD = 0; CASH = 1; }
+}
+message Unused { bool b = 1; }
+"""
+
+
+@S.scenario("v2-protobuf", timeout=120)
+def v2_protobuf():
+    t = name("v2protobuf")
+    create_topic(t, 1)
+    registry = SchemaRegistryClient({"url": URL})
+    # Schemas given: registered under <topic>-key and <topic>-value as PROTOBUF schemas; the
+    # records are the first message of each, in proto3's JSON mapping.
+    key_proto = 'syntax = "proto3"; package sluice.rest; message PaymentKey { string id = 1; }'
+    got = produce_avro(t, ctype=PROTOBUF, body={
+        "key_schema": key_proto, "value_schema": PAYMENT_PROTO,
+        "records": [{"key": {"id": "p1"},
+                     "value": {"id": "p1", "cents": "250", "tags": ["a", "b"],
+                               "method": "CASH"}},
+                    {"key": {"id": "p2"}, "value": {"id": "p2", "cents": 7}}]})
+    kid, vid = got["key_schema_id"], got["value_schema_id"]
+    check(isinstance(kid, int) and isinstance(vid, int) and kid != vid, "ids: %r" % got)
+    latest = registry.get_latest_version(t + "-value")
+    check(latest.schema_id == vid and latest.schema.schema_type == "PROTOBUF",
+          "the value subject: %r" % latest)
+    # By id too.
+    produce_avro(t, ctype=PROTOBUF, body={"value_schema_id": vid,
+                                           "records": [{"value": {"id": "p3"}}]})
+    # confluent-kafka's ProtobufDeserializer reads what v2 wrote.
+    pb = protos.compiled([("sluice_rest_payment.proto", PAYMENT_PROTO)],
+                         "sluice_rest_payment_pb2", tag="rest-proto")
+    vctx = SerializationContext(t, MessageField.VALUE)
+    values = ProtobufDeserializer(pb.Payment, {"use.deprecated.format": False})
+    msgs = sorted(consume(t, 3), key=lambda m: m.offset())
+    read_back = [values(m.value(), vctx) for m in msgs]
+    check([(v.id, v.cents, list(v.tags), v.method) for v in read_back]
+          == [("p1", 250, ["a", "b"], pb.Payment.CASH), ("p2", 7, [], pb.Payment.CARD),
+              ("p3", 0, [], pb.Payment.CARD)], "ProtobufDeserializer read %r" % read_back)
+    # A v2 protobuf instance reads what ProtobufSerializer wrote, beside what v2 wrote.
+    p = Producer({"bootstrap.servers": BOOTSTRAP})
+    ser = ProtobufSerializer(pb.Payment, registry, {"use.deprecated.format": False,
+                                                    "auto.register.schemas": True})
+    p.produce(t, value=ser(pb.Payment(id="p4", cents=99, tags=["z"]), vctx), partition=0)
+    check(p.flush(T) == 0, "records unacknowledged")
+    base = new_instance(name("v2pbgroup"), "rest-pb", fmt="protobuf")
+    call("POST", base + "/subscription", {"topics": [t]})
+    got = sorted(read(base, 4, accept=PROTOBUF), key=lambda r: r["offset"])
+    check([(r["key"], r["value"]) for r in got] == [
+        ({"id": "p1"}, {"id": "p1", "cents": "250", "tags": ["a", "b"], "method": "CASH"}),
+        ({"id": "p2"}, {"id": "p2", "cents": "7"}),
+        (None, {"id": "p3"}),
+        (None, {"id": "p4", "cents": "99", "tags": ["z"]})], "v2 read %r" % got)
+    # A binary instance may not read with the protobuf Accept.
+    refused("GET", base + "/records", 406, 40601, headers={"Accept": BINARY},
+            answer_type=BINARY)
+    call("DELETE", base)
+    # A value the message refuses, a value without a schema, a schema that does not compile.
+    refused("POST", "/topics/" + t, 400, 400, content_type=PROTOBUF,
+            body={"value_schema_id": vid, "records": [{"value": {"cents": "many"}}]})
+    refused("POST", "/topics/" + t, 400, 400, content_type=PROTOBUF,
+            body={"value_schema_id": vid, "records": [{"value": {"nope": 1}}]})
+    refused("POST", "/topics/" + t, 422, 42202, content_type=PROTOBUF,
+            body={"records": [{"value": {"id": "x"}}]})
+    refused("POST", "/topics/" + t, 400, 400, content_type=PROTOBUF,
+            body={"value_schema": "message {", "records": [{"value": {}}]})
+    check(ok("GET", "/topics/%s/partitions/0/offsets" % t)["end_offset"] == 4,
+          "refused requests wrote nothing")
+
+
 @S.scenario("v2-acl", timeout=90)
 def v2_acl():
     t = name("v2acl")
@@ -534,7 +614,7 @@ def v2_off():
 
 PHASES = {
     "main": ["v2-topics", "v2-produce", "v2-consume", "v2-rebalance", "v2-seek", "v2-errors",
-             "v2-avro", "v2-jsonschema", "v2-expiry"],
+             "v2-avro", "v2-jsonschema", "v2-protobuf", "v2-expiry"],
     "acl": ["v2-acl"],
     "off": ["v2-off"],
 }

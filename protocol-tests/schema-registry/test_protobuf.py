@@ -5,9 +5,7 @@ here with grpcio-tools), and Protobuf evolutions are accepted or refused under B
 as Confluent's SchemaDiff rules say. REGISTRY_PHASE selects the scenarios of one broker start
 (see run); only the main start has Protobuf scenarios."""
 import base64
-import importlib
 import os
-import sys
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -15,8 +13,8 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
-from grpc_tools import protoc
 
+import protos
 from harness import BOOTSTRAP, RUN_TAG, Suite, check, info, main_phase
 from test_registry import consume, incompatible, ok, refused
 
@@ -53,19 +51,8 @@ message Order {
 
 def compiled():
     """The Python module protoc makes of ORDER_PROTO (and the one it imports)."""
-    src = os.path.join(os.environ.get("SUITE_TMP", "/tmp"), "proto-src-%s" % RUN_TAG)
-    os.makedirs(src, exist_ok=True)
-    for name, text in [("sluice_test_common.proto", ADDRESS_PROTO), ("sluice_test_order.proto", ORDER_PROTO)]:
-        with open(os.path.join(src, name), "w") as f:
-            f.write(text)
-    well_known = os.path.join(os.path.dirname(protoc.__file__), "_proto")
-    rc = protoc.main(["protoc", "-I" + src, "-I" + well_known, "--python_out=" + src,
-                      os.path.join(src, "sluice_test_common.proto"),
-                      os.path.join(src, "sluice_test_order.proto")])
-    check(rc == 0, "protoc exited %s" % rc)
-    if src not in sys.path:
-        sys.path.insert(0, src)
-    return importlib.import_module("sluice_test_order_pb2")
+    return protos.compiled([("sluice_test_common.proto", ADDRESS_PROTO),
+                            ("sluice_test_order.proto", ORDER_PROTO)], "sluice_test_order_pb2")
 
 
 @S.scenario("protobuf-round-trip", timeout=90)

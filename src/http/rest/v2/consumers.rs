@@ -76,12 +76,7 @@ fn settings(b: &CreateBody) -> Result<Settings, RestError> {
         Some("JSON") => Format::Json,
         Some("AVRO") => Format::Avro,
         Some("JSONSCHEMA") => Format::JsonSchema,
-        Some(f @ "PROTOBUF") => {
-            return Err(invalid_config(format!(
-                "the {} embedded format is not served by this proxy",
-                f.to_ascii_lowercase()
-            )));
-        }
+        Some("PROTOBUF") => Format::Protobuf,
         Some(_) => return Err(unprocessable(422, "Invalid format type.")),
     };
     let reset = Reset::parse(b.auto_offset_reset.as_deref()).ok_or_else(|| {
@@ -297,7 +292,7 @@ pub(super) async fn assignment(Inst(inst): Inst) -> Answer {
 
 /// The embedded format an `Accept` header asks for; None for a media type that is not one
 /// of v2's (406).
-fn accepted(headers: &HeaderMap) -> Option<Result<Format, &'static str>> {
+fn accepted(headers: &HeaderMap) -> Option<Format> {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -308,19 +303,17 @@ fn accepted(headers: &HeaderMap) -> Option<Result<Format, &'static str>> {
         .filter(|t| !t.is_empty())
         .collect();
     if types.is_empty() {
-        return Some(Ok(Format::Binary));
+        return Some(Format::Binary);
     }
     types.iter().find_map(|t| match t.as_str() {
         "application/vnd.kafka.binary.v2+json"
         | "application/vnd.kafka.v2+json"
         | "application/*"
-        | "*/*" => Some(Ok(Format::Binary)),
-        "application/vnd.kafka.json.v2+json" => Some(Ok(Format::Json)),
-        "application/vnd.kafka.avro.v2+json" => Some(Ok(Format::Avro)),
-        "application/vnd.kafka.jsonschema.v2+json" => Some(Ok(Format::JsonSchema)),
-        "application/vnd.kafka.protobuf.v2+json" => {
-            Some(Err("application/vnd.kafka.protobuf.v2+json"))
-        }
+        | "*/*" => Some(Format::Binary),
+        "application/vnd.kafka.json.v2+json" => Some(Format::Json),
+        "application/vnd.kafka.avro.v2+json" => Some(Format::Avro),
+        "application/vnd.kafka.jsonschema.v2+json" => Some(Format::JsonSchema),
+        "application/vnd.kafka.protobuf.v2+json" => Some(Format::Protobuf),
         _ => None,
     })
 }
@@ -331,14 +324,13 @@ pub(super) async fn records(inst: Result<Inst, Fail>, uri: Uri, headers: HeaderM
     let number = |k: &str| q.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(-1);
     let asked = accepted(&headers);
     let media = match asked {
-        Some(Ok(f)) => f.media_type(),
-        Some(Err(m)) => m,
+        Some(f) => f.media_type(),
         None => V2_JSON,
     };
     let Inst(inst) = inst.map_err(|Fail(e, _)| Fail(e, media))?;
     match asked {
         None => return Err(Fail(not_acceptable(), V2_JSON)),
-        Some(Ok(f)) if f == inst.settings.format => {}
+        Some(f) if f == inst.settings.format => {}
         Some(_) => {
             return Err(Fail(
                 RestError::new(
@@ -548,7 +540,12 @@ mod tests {
         assert!(s.auto_commit && s.min_bytes == 10 && s.format == Format::Binary);
         let code = |v| settings(&body(v)).err().map(|e| e.code);
         assert_eq!(code(json!({"format": "xml"})), Some(422));
-        assert_eq!(code(json!({"format": "protobuf"})), Some(42204));
+        assert_eq!(
+            settings(&body(json!({"format": "protobuf"})))
+                .unwrap()
+                .format,
+            Format::Protobuf
+        );
         assert_eq!(
             settings(&body(json!({"format": "AVRO"}))).unwrap().format,
             Format::Avro
@@ -573,28 +570,22 @@ mod tests {
             m.insert(header::ACCEPT, v.parse().unwrap());
             accepted(&m)
         };
-        assert_eq!(accepted(&HeaderMap::new()), Some(Ok(Format::Binary)));
-        assert_eq!(
-            h("application/vnd.kafka.json.v2+json"),
-            Some(Ok(Format::Json))
-        );
-        assert_eq!(h("*/*"), Some(Ok(Format::Binary)));
+        assert_eq!(accepted(&HeaderMap::new()), Some(Format::Binary));
+        assert_eq!(h("application/vnd.kafka.json.v2+json"), Some(Format::Json));
+        assert_eq!(h("*/*"), Some(Format::Binary));
         assert_eq!(
             h("text/html, application/vnd.kafka.json.v2+json; q=0.5"),
-            Some(Ok(Format::Json))
+            Some(Format::Json)
         );
-        assert_eq!(
-            h("application/vnd.kafka.avro.v2+json"),
-            Some(Ok(Format::Avro))
-        );
+        assert_eq!(h("application/vnd.kafka.avro.v2+json"), Some(Format::Avro));
         assert_eq!(
             h("application/vnd.kafka.jsonschema.v2+json"),
-            Some(Ok(Format::JsonSchema))
+            Some(Format::JsonSchema)
         );
-        assert!(matches!(
+        assert_eq!(
             h("application/vnd.kafka.protobuf.v2+json"),
-            Some(Err(_))
-        ));
+            Some(Format::Protobuf)
+        );
         assert_eq!(h("application/json"), None);
         assert_eq!(enc("a b/c"), "a%20b%2Fc");
     }

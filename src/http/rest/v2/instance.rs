@@ -81,6 +81,7 @@ pub(super) enum Format {
     Json,
     Avro,
     JsonSchema,
+    Protobuf,
 }
 
 impl Format {
@@ -90,6 +91,7 @@ impl Format {
             Format::Json => "application/vnd.kafka.json.v2+json",
             Format::Avro => "application/vnd.kafka.avro.v2+json",
             Format::JsonSchema => "application/vnd.kafka.jsonschema.v2+json",
+            Format::Protobuf => "application/vnd.kafka.protobuf.v2+json",
         }
     }
 }

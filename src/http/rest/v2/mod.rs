@@ -1,7 +1,8 @@
 //! Confluent's REST Proxy API v2 (the `application/vnd.kafka[.format].v2+json` API that
 //! kafka-rest serves beside v3): producing to a topic or a partition in the binary, JSON,
-//! Avro and JSON Schema embedded formats ([`produce`]; Avro and JSON Schema through the
-//! built-in Schema Registry, [`schemas`] and [`jsonschema`]), topics, partitions and brokers ([`topics`]), and consumer
+//! Avro, JSON Schema and Protobuf embedded formats ([`produce`]; the last three through the
+//! built-in Schema Registry, [`schemas`], [`jsonschema`] and [`protobuf`]), topics,
+//! partitions and brokers ([`topics`]), and consumer
 //! instances ([`consumers`]): named members of a consumer group that subscribe to topics (or
 //! are assigned partitions), read records, commit and seek, and expire when unused.
 //!
@@ -24,6 +25,7 @@ mod instance;
 mod jsonschema;
 mod member;
 mod produce;
+mod protobuf;
 mod read;
 mod schemas;
 mod topics;

@@ -8,7 +8,9 @@
 //! text) or `application/vnd.kafka.avro.v2+json` (Avro data in Avro's JSON encoding, written
 //! in Confluent's wire format through the schemas the body names: `key_schema` or
 //! `key_schema_id`, `value_schema` or `value_schema_id`, see [`super::schemas`]; the answer
-//! carries their ids); others are 415. A record goes to its own `partition`, else the path's, else the
+//! carries their ids), `application/vnd.kafka.jsonschema.v2+json` (JSON checked against a
+//! JSON Schema, [`super::jsonschema`]) or `application/vnd.kafka.protobuf.v2+json` (proto3's
+//! JSON mapping of a Protobuf schema's first message, [`super::protobuf`]); others are 415. A record goes to its own `partition`, else the path's, else the
 //! partition the Java client's partitioner picks for its key. Each is written through the
 //! Produce handler (acks=all) as the caller; a record Kafka refuses gets its error in its
 //! entry (40301 refused, 50003 retriable, 50002 other), and the status is 403 when one was
@@ -23,14 +25,16 @@ use kafka_protocol::ResponseError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::jsonschema::{self, JsonWriteSchema};
-use super::schemas::{Part, WriteSchema};
+use super::schemas::{Part, Writer, encode, for_produce};
 use super::topics::{partition_not_found, topic_not_found};
 use super::{Answer, Fail, V2_JSON, V2Req, unprocessable, unsupported_media_type};
 use crate::http::HttpState;
 use crate::http::console::produce::{Outgoing, Refusal, Target, send};
 use crate::http::console::wire::denied;
 use crate::http::rest::RestError;
+use crate::registry::avro_json::AvroSchema;
+use jsonschema::Validator;
+use prost_reflect::MessageDescriptor;
 
 /// The embedded formats a produce body may use.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,6 +43,7 @@ enum Format {
     Json,
     Avro,
     JsonSchema,
+    Protobuf,
 }
 
 impl Format {
@@ -48,13 +53,7 @@ impl Format {
             "application/vnd.kafka.json.v2+json" => Ok(Format::Json),
             "application/vnd.kafka.avro.v2+json" => Ok(Format::Avro),
             "application/vnd.kafka.jsonschema.v2+json" => Ok(Format::JsonSchema),
-            "application/vnd.kafka.protobuf.v2+json" => Err(RestError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                415,
-                format!(
-                    "HTTP 415 Unsupported Media Type: {content_type} (the protobuf embedded format is not served by this proxy)"
-                ),
-            )),
+            "application/vnd.kafka.protobuf.v2+json" => Ok(Format::Protobuf),
             _ => Err(unsupported_media_type()),
         }
     }
@@ -62,8 +61,9 @@ impl Format {
     /// The bytes of a key or value; None for null. `schema`: the key's or value's.
     fn bytes(self, part: Part, schema: &Schemas, v: &Value) -> Result<Option<Bytes>, RestError> {
         match (self, v) {
-            (Format::Avro, v) => super::schemas::encode(part, schema.avro.as_ref(), v),
-            (Format::JsonSchema, v) => jsonschema::encode(part, schema.json.as_ref(), v),
+            (Format::Avro, v) => encode(part, schema.avro.as_ref(), v),
+            (Format::JsonSchema, v) => encode(part, schema.json.as_ref(), v),
+            (Format::Protobuf, v) => encode(part, schema.protobuf.as_ref(), v),
             (_, Value::Null) => Ok(None),
             (Format::Json, v) => Ok(Some(Bytes::from(v.to_string()))),
             (Format::Binary, Value::String(s)) => base64::engine::general_purpose::STANDARD
@@ -78,14 +78,16 @@ impl Format {
 /// The schema a key or value is written with, in the request's format.
 #[derive(Default)]
 struct Schemas {
-    avro: Option<WriteSchema>,
-    json: Option<JsonWriteSchema>,
+    avro: Option<Writer<AvroSchema>>,
+    json: Option<Writer<Validator>>,
+    protobuf: Option<Writer<MessageDescriptor>>,
 }
 
 impl Schemas {
     fn id(&self) -> Option<i32> {
         let avro = self.avro.as_ref().map(|w| w.id);
-        avro.or(self.json.as_ref().map(|w| w.id))
+        let protobuf = self.protobuf.as_ref().map(|w| w.id);
+        avro.or(self.json.as_ref().map(|w| w.id)).or(protobuf)
     }
 }
 
@@ -175,15 +177,20 @@ async fn produce(
         (req.key_schema.as_deref(), req.key_schema_id),
         (req.value_schema.as_deref(), req.value_schema_id),
     );
-    if format == Format::Avro {
-        key_schema.avro = super::schemas::for_produce(s, topic, Part::Key, key.0, key.1).await?;
-        value_schema.avro =
-            super::schemas::for_produce(s, topic, Part::Value, value.0, value.1).await?;
-    }
-    if format == Format::JsonSchema {
-        key_schema.json = jsonschema::for_produce(s, topic, Part::Key, key.0, key.1).await?;
-        value_schema.json =
-            jsonschema::for_produce(s, topic, Part::Value, value.0, value.1).await?;
+    match format {
+        Format::Avro => {
+            key_schema.avro = for_produce(s, topic, Part::Key, key.0, key.1).await?;
+            value_schema.avro = for_produce(s, topic, Part::Value, value.0, value.1).await?;
+        }
+        Format::JsonSchema => {
+            key_schema.json = for_produce(s, topic, Part::Key, key.0, key.1).await?;
+            value_schema.json = for_produce(s, topic, Part::Value, value.0, value.1).await?;
+        }
+        Format::Protobuf => {
+            key_schema.protobuf = for_produce(s, topic, Part::Key, key.0, key.1).await?;
+            value_schema.protobuf = for_produce(s, topic, Part::Value, value.0, value.1).await?;
+        }
+        Format::Binary | Format::Json => {}
     }
     let ids = (key_schema.id(), value_schema.id());
     // Every record is encoded first: a record that does not encode fails the request.
@@ -276,12 +283,11 @@ mod tests {
             Format::of("application/vnd.kafka.jsonschema.v2+json").unwrap(),
             Format::JsonSchema
         );
-        for bad in [
-            "application/json",
-            "application/vnd.kafka.v2+json",
-            "",
-            "application/vnd.kafka.protobuf.v2+json",
-        ] {
+        assert_eq!(
+            Format::of("application/vnd.kafka.protobuf.v2+json").unwrap(),
+            Format::Protobuf
+        );
+        for bad in ["application/json", "application/vnd.kafka.v2+json", ""] {
             assert_eq!(Format::of(bad).unwrap_err().code, 415, "{bad}");
         }
         let bytes = |f: Format, v: &Value| f.bytes(Part::Value, &Schemas::default(), v);
@@ -297,6 +303,7 @@ mod tests {
             bytes(Format::JsonSchema, &json!(1)).unwrap_err().code,
             42202
         );
+        assert_eq!(bytes(Format::Protobuf, &json!({})).unwrap_err().code, 42202);
     }
 
     #[test]

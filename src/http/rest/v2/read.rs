@@ -250,6 +250,9 @@ fn record_json(
             Format::JsonSchema => {
                 super::jsonschema::decode(b).map_err(|why| undecodable("JSON Schema", why))
             }
+            Format::Protobuf => decoder
+                .protobuf(b)
+                .map_err(|why| undecodable("Protobuf", why)),
         }
     };
     Ok(json!({

@@ -1,7 +1,8 @@
-//! The schema-based embedded format `avro`: the schemas of a produce request, found or
-//! registered in the built-in Schema Registry, keys and values written through them in
-//! Confluent's wire format, and the records a consumer instance reads decoded through the
-//! schemas their ids name.
+//! The schema-based embedded formats (`avro` here, `jsonschema` and `protobuf` beside it,
+//! each a [`SchemaFormat`]): the schemas of a produce request, found or registered in the
+//! built-in Schema Registry, keys and values written through them in Confluent's wire
+//! format, and the records a consumer instance reads decoded through the schemas their ids
+//! name.
 //!
 //! As kafka-rest with its default TopicNameStrategy: a schema text a request gives
 //! (`key_schema`, `value_schema`) is looked up under the subject `<topic>-key` or
@@ -18,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use prost_reflect::FileDescriptor;
 use serde_json::Value;
 
 use super::unprocessable;
@@ -59,10 +61,40 @@ impl Part {
     }
 }
 
+/// A schema-based embedded format: its schemas as the registry holds them and as a request
+/// gives them, and a key or value written through one.
+pub(super) trait SchemaFormat: Sized {
+    /// The registry's `schemaType`.
+    const TYPE: &'static str;
+    /// The schema of a stored version, its references resolved from `st`.
+    fn of(st: &Store, v: &SchemaValue) -> Result<Self, String>;
+    /// The schema of a text a request gives.
+    fn parse(text: &str) -> Result<Self, String>;
+    /// What follows the schema id in the wire format for `v`; kafka-rest's 400 when `v` does
+    /// not fit.
+    fn data(&self, v: &Value) -> Result<Vec<u8>, RestError>;
+}
+
+impl SchemaFormat for AvroSchema {
+    const TYPE: &'static str = "AVRO";
+
+    fn of(st: &Store, v: &SchemaValue) -> Result<Self, String> {
+        AvroSchema::of(st, v)
+    }
+
+    fn parse(text: &str) -> Result<Self, String> {
+        AvroSchema::parse(text, &[])
+    }
+
+    fn data(&self, v: &Value) -> Result<Vec<u8>, RestError> {
+        self.encode(v).map_err(bad_request)
+    }
+}
+
 /// A schema a produce request writes with: its registry id and the parsed schema.
-pub(super) struct WriteSchema {
+pub(super) struct Writer<F> {
     pub id: i32,
-    schema: AvroSchema,
+    pub schema: F,
 }
 
 /// kafka-rest's 42207 for a registry that refused: `what` and the registry's error.
@@ -81,36 +113,16 @@ pub(super) fn bad_request(detail: String) -> RestError {
     RestError::bad_request(format!("Bad Request: {detail}"))
 }
 
-/// The schema of a produce request's keys or values: by `id`, or the `text` given, found or
-/// registered under the part's subject; None when the request gives neither.
-pub(super) async fn for_produce(
-    s: &HttpState,
-    topic: &str,
-    part: Part,
-    text: Option<&str>,
-    id: Option<i32>,
-) -> Result<Option<WriteSchema>, RestError> {
-    let found = registered(s, topic, part, "AVRO", text, id, AvroSchema::of, |text| {
-        AvroSchema::parse(text, &[])
-    })
-    .await?;
-    Ok(found.map(|(id, schema)| WriteSchema { id, schema }))
-}
-
-/// The id and the parsed schema (`of` a stored version, or `parse`d from the text given) of
-/// a produce request's keys or values in a schema-based format: by `id`, or the `text`
+/// The schema of a produce request's keys or values in format `F`: by `id`, or the `text`
 /// given, found or registered under the part's subject; None when the request gives neither.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn registered<T>(
+pub(super) async fn for_produce<F: SchemaFormat>(
     s: &HttpState,
     topic: &str,
     part: Part,
-    schema_type: &'static str,
     text: Option<&str>,
     id: Option<i32>,
-    of: impl Fn(&Store, &SchemaValue) -> Result<T, String>,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<(i32, T)>, RestError> {
+) -> Result<Option<Writer<F>>, RestError> {
+    let schema_type = F::TYPE;
     let subject = part.subject(topic);
     let registry =
         |what: String| crate::http::registry::registry(s).map_err(|e| serialization_error(what, e));
@@ -132,16 +144,16 @@ pub(super) async fn registered<T>(
                 );
                 serialization_error(what, e)
             })?;
-            of(st, v).map_err(|why| {
+            F::of(st, v).map_err(|why| {
                 bad_request(format!(
                     "Schema {id} is not a usable {schema_type} schema: {why}"
                 ))
             })
         })?;
-        return Ok(Some((id, found)));
+        return Ok(Some(Writer { id, schema: found }));
     }
     let Some(text) = text else { return Ok(None) };
-    let schema = parse(text).map_err(|why| {
+    let schema = F::parse(text).map_err(|why| {
         bad_request(format!(
             "Error parsing schema with format = {schema_type} ({why})"
         ))
@@ -162,51 +174,51 @@ pub(super) async fn registered<T>(
             .await
             .map_err(|e| serialization_error(what, e))?,
     };
-    Ok(Some((id, schema)))
+    Ok(Some(Writer { id, schema }))
 }
 
-/// The bytes of a produce request's key or value (Avro's JSON encoding) under `schema`.
-pub(super) fn encode(
+/// The bytes of a produce request's key or value under `schema`, framed with its id: None
+/// for a null without a schema (a null in Kafka), kafka-rest's 42201 or 42202 for a non-null
+/// without one.
+pub(super) fn encode<F: SchemaFormat>(
     part: Part,
-    schema: Option<&WriteSchema>,
+    schema: Option<&Writer<F>>,
     v: &Value,
 ) -> Result<Option<Bytes>, RestError> {
-    let Some(w) = needed(part, schema, v)? else {
-        return Ok(None);
+    let w = match (schema, v) {
+        (Some(w), _) => w,
+        (None, Value::Null) => return Ok(None),
+        (None, _) => return Err(part.schema_missing()),
     };
-    let datum = w.schema.encode(v).map_err(bad_request)?;
-    Ok(Some(Bytes::from(wire::frame(w.id, &datum))))
+    Ok(Some(Bytes::from(wire::frame(w.id, &w.schema.data(v)?))))
 }
 
-/// The schema a key or value is written with: None for a null without one (a null in
-/// Kafka), kafka-rest's 42201 or 42202 for a non-null without one.
-pub(super) fn needed<'s, T>(
-    part: Part,
-    schema: Option<&'s T>,
-    v: &Value,
-) -> Result<Option<&'s T>, RestError> {
-    match (schema, v) {
-        (Some(w), _) => Ok(Some(w)),
-        (None, Value::Null) => Ok(None),
-        (None, _) => Err(part.schema_missing()),
-    }
-}
+type Lookup<'a, T> = Box<dyn Fn(i32) -> Result<T, String> + Send + Sync + 'a>;
 
 /// Decodes the keys and values of one read, each schema looked up and parsed once.
 pub(super) struct Decoder<'a> {
-    lookup: Box<dyn Fn(i32) -> Result<AvroSchema, String> + Send + Sync + 'a>,
+    lookup: Lookup<'a, AvroSchema>,
     parsed: HashMap<i32, Result<Arc<AvroSchema>, String>>,
+    files: Lookup<'a, FileDescriptor>,
+    compiled: HashMap<i32, Result<FileDescriptor, String>>,
 }
 
 impl<'a> Decoder<'a> {
     /// A decoder reading schemas from `registry`.
     pub fn new(registry: &'a Registry) -> Decoder<'a> {
-        Decoder::with(move |id| {
+        let mut d = Decoder::with(move |id| {
             registry.read(|st| {
                 let v = st.by_id(id).map_err(|e| e.message)?;
                 AvroSchema::of(st, v)
             })
-        })
+        });
+        d.files = Box::new(move |id| {
+            registry.read(|st| {
+                let v = st.by_id(id).map_err(|e| e.message)?;
+                super::protobuf::file_of(st, v)
+            })
+        });
+        d
     }
 
     /// A decoder reading the schema of an id with `lookup`.
@@ -216,7 +228,17 @@ impl<'a> Decoder<'a> {
         Decoder {
             lookup: Box::new(lookup),
             parsed: HashMap::new(),
+            files: Box::new(|id| Err(format!("Schema {id} not found"))),
+            compiled: HashMap::new(),
         }
+    }
+
+    /// A key or value in Confluent's wire format holding a Protobuf message, as JSON.
+    pub fn protobuf(&mut self, bytes: &[u8]) -> Result<Value, String> {
+        let (files, compiled) = (&self.files, &mut self.compiled);
+        super::protobuf::decode(bytes, |id| {
+            compiled.entry(id).or_insert_with(|| files(id)).clone()
+        })
     }
 
     /// A key or value in Confluent's wire format, in Avro's JSON encoding.
@@ -239,7 +261,7 @@ mod tests {
 
     #[test]
     fn keys_and_values_are_framed_with_their_schema_id() {
-        let w = WriteSchema {
+        let w = Writer {
             id: 7,
             schema: AvroSchema::parse(r#""long""#, &[]).unwrap(),
         };
