@@ -115,9 +115,10 @@ message Other { bool b = 1; }
         );
         let e = encode(Part::Value, Some(&w), &json!({"nope": 1})).unwrap_err();
         assert_eq!(e.code, 400);
-        assert_eq!(encode(Part::Value, None, &Value::Null).unwrap(), None);
+        let none: Option<&Writer<MessageDescriptor>> = None;
+        assert_eq!(encode(Part::Value, none, &Value::Null).unwrap(), None);
         assert_eq!(
-            encode(Part::Key, None, &json!("k")).unwrap_err().code,
+            encode(Part::Key, none, &json!("k")).unwrap_err().code,
             42201
         );
         assert!(decode(b"{}", |_| Ok(file.clone())).is_err());

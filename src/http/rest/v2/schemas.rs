@@ -267,10 +267,11 @@ mod tests {
         };
         let b = encode(Part::Value, Some(&w), &json!(21)).unwrap().unwrap();
         assert_eq!(&b[..], b"\x00\x00\x00\x00\x07\x2a");
-        assert_eq!(encode(Part::Key, None, &Value::Null).unwrap(), None);
-        assert_eq!(encode(Part::Key, None, &json!(1)).unwrap_err().code, 42201);
+        let none: Option<&Writer<AvroSchema>> = None;
+        assert_eq!(encode(Part::Key, none, &Value::Null).unwrap(), None);
+        assert_eq!(encode(Part::Key, none, &json!(1)).unwrap_err().code, 42201);
         assert_eq!(
-            encode(Part::Value, None, &json!(1)).unwrap_err().code,
+            encode(Part::Value, none, &json!(1)).unwrap_err().code,
             42202
         );
         let e = encode(Part::Value, Some(&w), &json!("x")).unwrap_err();
