@@ -120,10 +120,15 @@ def check_ids_unique():
     check(len(set(got)) == len(got), "ids repeat: %s" % REGISTERED)
 
 
+def schemas_partition():
+    """`_schemas` partition 0 as the cluster's metadata describes it."""
+    md = AdminClient({"bootstrap.servers": BOOTSTRAP}).list_topics("_schemas", timeout=15)
+    return md.topics["_schemas"].partitions.get(0)
+
+
 def writer():
     """The leader of `_schemas` partition 0, as the cluster's metadata names it."""
-    md = AdminClient({"bootstrap.servers": BOOTSTRAP}).list_topics("_schemas", timeout=15)
-    p = md.topics["_schemas"].partitions.get(0)
+    p = schemas_partition()
     check(p is not None and p.leader in NODES, "_schemas-0: %s" % (p and p.leader))
     return p.leader
 
@@ -172,6 +177,11 @@ def register_through_every_node():
     status, versions = http(2, "GET", "/subjects/%s/versions" % subj)
     check(status == 200 and versions == [version], "versions of %s: %s %s" % (
         subj, status, versions))
+    # Two replicas of `_schemas` (see ./run): the third node answers from the writer's state,
+    # as wait_served_by below checks of every node.
+    holders = sorted(schemas_partition().replicas)
+    check(len(holders) == 2, "_schemas-0 replicas: %s, want 2" % holders)
+    info("node %s holds no replica of _schemas" % [x for x in NODES if x not in holders])
     # A config change and a delete through a node that does not write.
     w = writer()
     other = [x for x in NODES if x != w]

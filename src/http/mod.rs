@@ -65,7 +65,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/ready", get(ready))
         .merge(console::router())
         .merge(faults::router())
-        .merge(registry::router())
+        .merge(registry::router(state.clone()))
         .merge(rest::router())
         .with_state(state)
 }

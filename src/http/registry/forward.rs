@@ -18,12 +18,16 @@
 //!   its state is read up to after the write; the forwarding broker reads its own replica up
 //!   to there (for at most [`CATCH_UP`]) before answering, so a client reading from the broker
 //!   it wrote through sees its write.
+//! - A broker that holds no replica of `_schemas` (its replication factor is below the number
+//!   of brokers) has no state to read: it sends every registry request, reads included, to
+//!   the writer in the same way ([`without_replica`]).
 
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -198,6 +202,32 @@ pub async fn write<F: Future<Output = Answer>>(
     }
 }
 
+/// Sends a request that reaches a broker holding no replica of `_schemas` to the writer,
+/// as a write is sent, and answers with the writer's answer; any other broker answers it
+/// itself, and so does the writer a forwarded request reaches.
+pub async fn without_replica(State(s): State<HttpState>, req: Request, next: Next) -> Response {
+    let elsewhere = s.broker.get().is_some_and(|b| {
+        let img = b.cluster().map(|c| c.image());
+        no_replica(img.as_deref(), b.node_id())
+    });
+    if !elsewhere || req.headers().contains_key(FORWARDED) {
+        return next.run(req).await;
+    }
+    let w = match WriteRequest::from_request(req, &()).await {
+        Ok(w) => w,
+        Err(refused) => return refused,
+    };
+    // Never the writer itself (the writer holds a replica): found in the image, or waited for.
+    write(&s, &w, || async { Err(Error::not_leader()) }).await
+}
+
+/// Whether `_schemas` exists in `img` with no replica on broker `me`.
+fn no_replica(img: Option<&MetadataImage>, me: i32) -> bool {
+    img.and_then(|img| img.topic(TOPIC))
+        .and_then(|t| t.partitions.first())
+        .is_some_and(|p| !p.replicas.contains(&me))
+}
+
 /// The writer's answer was 50004: it does not lead (its image was ahead of ours).
 fn unknown_leader(a: &HttpAnswer) -> bool {
     a.status == 500
@@ -294,6 +324,7 @@ mod tests {
         p.topic_id = id;
         img.apply(img.offset + 1, &MetadataRecord::Partition(p.clone()));
         assert_eq!(writer(Some(&img), 2), Writer::Here);
+        assert!(!no_replica(None, 1) && !no_replica(Some(&img), 3));
         let at_2 = Writer::At {
             node: 2,
             address: Some("127.0.0.1:8082".into()),
@@ -313,5 +344,10 @@ mod tests {
             img.apply(img.offset + 1, &MetadataRecord::Partition(p.clone()));
             assert_eq!(writer(Some(&img), 1), want);
         }
+        // Two replicas of three brokers: the third reads through the writer.
+        p.replicas = vec![1, 2];
+        p.isr = vec![1, 2];
+        img.apply(img.offset + 1, &MetadataRecord::Partition(p.clone()));
+        assert!(no_replica(Some(&img), 3) && !no_replica(Some(&img), 1));
     }
 }

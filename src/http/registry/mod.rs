@@ -14,7 +14,8 @@
 //!
 //! Every broker answers reads from its own replica of `_schemas`; writes (registrations,
 //! deletes, config and mode changes) go to the registry's one writer, forwarded there by
-//! any other broker ([`forward`]).
+//! any other broker ([`forward`]). A broker that holds no replica (the topic's replication
+//! factor is below the number of brokers) forwards reads to the writer too.
 //!
 //! Off (404) with `sluice.schema.registry.enable=false`. No authentication, as Confluent's
 //! registry without its security plugin.
@@ -40,7 +41,8 @@ use forward::WriteRequest;
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
-pub fn router() -> Router<HttpState> {
+pub fn router(state: HttpState) -> Router<HttpState> {
+    let without_replica = axum::middleware::from_fn_with_state(state, forward::without_replica);
     Router::new()
         .route("/subjects", get(subjects))
         .route("/subjects/{subject}", post(lookup).delete(delete_subject))
@@ -80,6 +82,7 @@ pub fn router() -> Router<HttpState> {
             "/mode/{subject}",
             get(mode_of).put(set_mode_of).delete(delete_mode_of),
         )
+        .route_layer(without_replica)
 }
 
 type Answer = Result<Value, Error>;
