@@ -217,7 +217,7 @@ fn protobuf_incompatibilities(
     let pairs = [(backward, &o, &n), (forward, &n, &o)];
     for (_, original, update) in pairs.into_iter().filter(|p| p.0) {
         for d in protobuf::incompatible(original, update) {
-            out.push((d.kind, d.description()));
+            out.push((d.kind, protobuf::description(&d)));
         }
     }
     out

@@ -113,17 +113,11 @@ pub const COMPATIBLE: &[&str] = &[
     "NOT_TYPE_NARROWED",
 ];
 
-/// One difference: its kind and the JSON path (`#/properties/age`) where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    pub kind: &'static str,
-    pub path: String,
-}
+pub use super::difference::Difference;
 
-impl Difference {
-    pub fn compatible(&self) -> bool {
-        COMPATIBLE.contains(&self.kind)
-    }
+/// Whether `d` leaves a new schema compatible.
+fn compatible(d: &Difference) -> bool {
+    d.allowed_by(&COMPATIBLE)
 }
 
 /// A schema document and the documents its `$ref`s may reach, by URI.
@@ -186,7 +180,7 @@ pub fn differences(original: &Side, update: &Side) -> Vec<Difference> {
 pub fn incompatible(original: &Side, update: &Side) -> Vec<Difference> {
     differences(original, update)
         .into_iter()
-        .filter(|d| !d.compatible())
+        .filter(|d| !compatible(d))
         .collect()
 }
 
@@ -268,7 +262,7 @@ impl<'a> Ctx<'a> {
         let saved = std::mem::take(&mut self.found);
         f(self);
         let got = std::mem::replace(&mut self.found, saved);
-        let ok = got.iter().all(Difference::compatible);
+        let ok = got.iter().all(compatible);
         (got, ok)
     }
 

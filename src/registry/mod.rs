@@ -25,6 +25,7 @@
 
 pub mod avro_json;
 pub mod decode;
+pub mod difference;
 pub mod errors;
 pub mod formats;
 pub mod json_diff;

@@ -170,43 +170,35 @@ pub fn serialized(schema: &str, refs: &[Referenced]) -> Option<String> {
     Some(STANDARD.encode(file.file_descriptor_proto().encode_to_vec()))
 }
 
-/// One difference between two schemas: its kind and where it is (`#/Message/field number`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Difference {
-    pub kind: &'static str,
-    pub path: String,
+pub use super::difference::Difference;
+
+/// Whether `d` leaves a new schema compatible.
+fn compatible(d: &Difference) -> bool {
+    d.allowed_by(&COMPATIBLE)
 }
 
-impl Difference {
-    pub fn compatible(&self) -> bool {
-        COMPATIBLE.contains(&self.kind)
-    }
-
-    /// What it means, in the words of a verbose compatibility answer.
-    pub fn description(&self) -> String {
-        let what = match self.kind {
-            "PACKAGE_CHANGED" => "The package changed",
-            "MESSAGE_REMOVED" => "A message in the old schema is missing from the new one",
-            "FIELD_KIND_CHANGED" => {
-                "The kind (scalar, message or map) of a field changed in the new schema"
-            }
-            "FIELD_SCALAR_KIND_CHANGED" => {
-                "The scalar type of a field changed to one that is not wire-compatible"
-            }
-            "FIELD_NAMED_TYPE_CHANGED" => {
-                "The message type of a field changed to an incompatible one"
-            }
-            "REQUIRED_FIELD_ADDED" => "A required field was added in the new schema",
-            "REQUIRED_FIELD_REMOVED" => "A required field of the old schema was removed",
-            "ONEOF_FIELD_REMOVED" => "A field was removed from a oneof",
-            "MULTIPLE_FIELDS_MOVED_TO_ONEOF" => {
-                "More than one existing field was moved into a new oneof"
-            }
-            "FIELD_MOVED_TO_EXISTING_ONEOF" => "An existing field was moved into an existing oneof",
-            _ => "The schema changed",
-        };
-        format!("{what} at path {}", self.path)
-    }
+/// What `d` means, in the words of a verbose compatibility answer.
+pub fn description(d: &Difference) -> String {
+    let what = match d.kind {
+        "PACKAGE_CHANGED" => "The package changed",
+        "MESSAGE_REMOVED" => "A message in the old schema is missing from the new one",
+        "FIELD_KIND_CHANGED" => {
+            "The kind (scalar, message or map) of a field changed in the new schema"
+        }
+        "FIELD_SCALAR_KIND_CHANGED" => {
+            "The scalar type of a field changed to one that is not wire-compatible"
+        }
+        "FIELD_NAMED_TYPE_CHANGED" => "The message type of a field changed to an incompatible one",
+        "REQUIRED_FIELD_ADDED" => "A required field was added in the new schema",
+        "REQUIRED_FIELD_REMOVED" => "A required field of the old schema was removed",
+        "ONEOF_FIELD_REMOVED" => "A field was removed from a oneof",
+        "MULTIPLE_FIELDS_MOVED_TO_ONEOF" => {
+            "More than one existing field was moved into a new oneof"
+        }
+        "FIELD_MOVED_TO_EXISTING_ONEOF" => "An existing field was moved into an existing oneof",
+        _ => "The schema changed",
+    };
+    format!("{what} at path {}", d.path)
 }
 
 /// Every difference of `update` from `original`, compatible ones included.
@@ -228,7 +220,7 @@ pub fn differences(original: &FileDescriptor, update: &FileDescriptor) -> Vec<Di
 /// The incompatible differences of `update` from `original`.
 pub fn incompatible(original: &FileDescriptor, update: &FileDescriptor) -> Vec<Difference> {
     let mut all = differences(original, update);
-    all.retain(|d| !d.compatible());
+    all.retain(|d| !compatible(d));
     all
 }
 
@@ -485,7 +477,7 @@ impl Diff {
             u.child_messages().collect(),
             u.child_enums().collect(),
         );
-        let ok = self.out[start..].iter().all(Difference::compatible);
+        let ok = self.out[start..].iter().all(compatible);
         self.compared.insert(key, ok);
         ok
     }
